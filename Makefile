@@ -1,0 +1,35 @@
+# Two commands: `make demo` and `make test`. Both create .venv and install what they need.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: install test test-fast lint demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[spark,broker,dev,service]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not spark"
+
+lint: install
+	$(PY) -m ruff check src tests
+	$(PY) -m mypy src
+
+demo: install
+	$(PY) -m streamtable.cli demo $(ARGS)
+
+bench: install
+	$(PY) -m bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) .streamtable .pytest_cache

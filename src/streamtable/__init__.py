@@ -1,0 +1,63 @@
+"""streamtable: Kafka Streams' stream-table model for Python, on Apache Spark.
+
+>>> from streamtable import StreamsBuilder, TopologyTestDriver
+>>> builder = StreamsBuilder()
+>>> positions = builder.table("share-holders", materialized="share-holder-store")
+>>> us_holders = (positions
+...     .filter(lambda key, p: p["exchange"] == "NASDAQ")
+...     .group_by(lambda key, p: (p["client"], {p["id"]}))
+...     .reduce(adder=lambda a, b: a | b,
+...             subtractor=lambda a, b: (a - b) or None,
+...             materialized="us-share-holders"))
+>>> driver = TopologyTestDriver(builder.build())
+>>> topic = driver.create_input_topic("share-holders")
+>>> topic.pipe_input(1, {"id": 1, "client": "client1", "ticker": "AAPL", "exchange": "NASDAQ"})
+>>> driver.get_key_value_store("us-share-holders").get("client1")
+{1}
+"""
+
+from streamtable.config import StreamsConfig
+from streamtable.dsl import (
+    BranchedKStream,
+    KGroupedStream,
+    KGroupedTable,
+    KStream,
+    KTable,
+    Materialized,
+    StreamsBuilder,
+)
+from streamtable.errors import (
+    DeserializationError,
+    ProcessingError,
+    RecordError,
+    StreamsError,
+    TopologyError,
+)
+from streamtable.processors.api import Change, Processor, Record
+from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
+from streamtable.topology import Topology
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BranchedKStream",
+    "Change",
+    "DeserializationError",
+    "KGroupedStream",
+    "KGroupedTable",
+    "KStream",
+    "KTable",
+    "Materialized",
+    "ProcessingError",
+    "Processor",
+    "Record",
+    "RecordError",
+    "StreamsBuilder",
+    "StreamsConfig",
+    "StreamsError",
+    "TestInputTopic",
+    "TestOutputTopic",
+    "Topology",
+    "TopologyError",
+    "TopologyTestDriver",
+]

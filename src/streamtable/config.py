@@ -1,0 +1,84 @@
+"""Configuration, keyed like Kafka Streams' where Kafka Streams has the key.
+
+>>> cfg = StreamsConfig({"application.id": "app", "cache.max.bytes.buffering": 0})
+>>> cfg.caching_enabled
+False
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from streamtable.serde import Serde, serde_from
+
+DEFAULTS: dict[str, Any] = {
+    "application.id": "streamtable-app",
+    "bootstrap.servers": "localhost:9092",
+    "cache.max.bytes.buffering": 10 * 1024 * 1024,
+    "commit.interval.ms": 1000,
+    "default.key.serde": "json",
+    "default.value.serde": "json",
+    # "fail" (stop with an error naming the record) or "continue" (log, count, skip)
+    "default.deserialization.exception.handler": None,
+    "processing.exception.handler": None,
+    "errors.dead.letter.queue.topic.name": None,
+    "processing.guarantee": "exactly_once_v2",
+    "num.partitions": None,
+    "state.dir": ".streamtable",
+}
+
+# Kafka Streams sizes its cache in bytes; we hold Python objects, so bytes become entries at
+# this assumed size per entry.
+CACHE_BYTES_PER_ENTRY = 256
+
+
+class StreamsConfig:
+    """Read-only view over user settings with Kafka Streams' defaults."""
+
+    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
+        self._values = dict(DEFAULTS)
+        for k, v in (settings or {}).items():
+            self._values[k.replace("_", ".") if k not in DEFAULTS and "." not in k else k] = v
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    @property
+    def application_id(self) -> str:
+        return str(self._values["application.id"])
+
+    @property
+    def caching_enabled(self) -> bool:
+        return int(self._values["cache.max.bytes.buffering"]) > 0
+
+    @property
+    def cache_max_entries(self) -> int:
+        return max(1, int(self._values["cache.max.bytes.buffering"]) // CACHE_BYTES_PER_ENTRY)
+
+    @property
+    def default_key_serde(self) -> Serde:
+        return serde_from(self._values["default.key.serde"])
+
+    @property
+    def default_value_serde(self) -> Serde:
+        return serde_from(self._values["default.value.serde"])
+
+    @property
+    def dead_letter_topic(self) -> str | None:
+        return self._values.get("errors.dead.letter.queue.topic.name")
+
+    def handler(self, key: str) -> str:
+        """``fail`` or ``continue``; with a dead-letter topic the default is ``continue``."""
+        value = self._values.get(key)
+        if value is None:
+            return "continue" if self.dead_letter_topic else "fail"
+        value = str(value).lower()
+        if value not in ("fail", "continue"):
+            raise ValueError(f"{key} must be 'fail' or 'continue', got {value!r}")
+        return value

@@ -1,0 +1,219 @@
+"""StreamsBuilder: the entry point of the DSL."""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from streamtable.dsl.materialized import Materialized, as_materialized
+from streamtable.errors import TopologyError
+from streamtable.processors.api import Processor
+from streamtable.processors.io import SinkProcessor, SourceProcessor, TimestampExtractor
+from streamtable.serde import Serde, serde_from
+from streamtable.topology.graph import Node, NodeKind, StoreSpec, TopicSpec, Topology
+
+if TYPE_CHECKING:
+    from streamtable.dsl.stream import KStream
+    from streamtable.dsl.table import KTable
+
+
+def with_key(fn: Callable[..., Any], name: str) -> Callable[[Any, Any], Any]:
+    """Adapt ``fn(value)`` or ``fn(key, value)`` to the two-argument form."""
+    try:
+        params = [
+            p for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+        varargs = any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return lambda k, v: fn(v)
+    if len(params) >= 2 or varargs:
+        return fn
+    if len(params) == 1:
+        return lambda k, v: fn(v)
+    raise TypeError(f"{name} expects a function of (value) or (key, value)")
+
+
+def _maybe_serde(spec: Serde | str | None) -> Serde | None:
+    return None if spec is None else serde_from(spec)
+
+
+class StreamsBuilder:
+    """Builds a topology from streams and tables.
+
+    >>> builder = StreamsBuilder()
+    >>> counts = (builder.stream("text")
+    ...     .flat_map_values(lambda line: line.lower().split())
+    ...     .group_by(lambda key, word: word)
+    ...     .count(materialized="counts-store"))
+    >>> counts.to_stream().to("word-counts")
+    >>> topology = builder.build()
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, Node] = {}
+        self._stores: dict[str, StoreSpec] = {}
+        self._topics: dict[str, TopicSpec] = {}
+        self._index = 0
+
+    # -- naming and graph ------------------------------------------------------------------
+    def new_name(self, prefix: str, named: str | None = None) -> str:
+        if named is not None:
+            if named in self._nodes:
+                raise TopologyError(f"a processor named {named!r} already exists")
+            return named
+        name = f"{prefix}-{self._index:010d}"
+        self._index += 1
+        return name
+
+    def add_node(
+        self,
+        name: str,
+        factory: Callable[[], Processor],
+        parents: Iterable[str] = (),
+        *,
+        kind: NodeKind = NodeKind.PROCESSOR,
+        stores: Iterable[str] = (),
+        topics: Iterable[str] = (),
+    ) -> Node:
+        node = Node(name, kind, factory, list(parents), [], list(stores), list(topics))
+        for p in node.parents:
+            self._nodes[p].children.append(name)
+        self._nodes[name] = node
+        return node
+
+    def add_store(
+        self, materialized: Materialized | str | None, generated_prefix: str
+    ) -> StoreSpec:
+        mat = as_materialized(materialized) or Materialized()
+        name = mat.name or self.new_name(generated_prefix)
+        if name in self._stores:
+            raise TopologyError(f"a store named {name!r} already exists")
+        spec = StoreSpec(
+            name=name,
+            caching=mat.caching,
+            logging=mat.logging,
+            queryable=mat.name is not None,
+            key_serde=_maybe_serde(mat.key_serde),
+            value_serde=_maybe_serde(mat.value_serde),
+        )
+        self._stores[name] = spec
+        return spec
+
+    def add_topic(self, name: str, *, internal: bool = False, kind: str = "external",
+                  partitions: int | None = None) -> None:
+        existing = self._topics.get(name)
+        if existing is not None and existing.internal != internal:
+            raise TopologyError(f"topic {name!r} is used both as internal and external")
+        if existing is None:
+            self._topics[name] = TopicSpec(name, internal, kind, partitions)
+
+    def add_source(
+        self,
+        topics: list[str],
+        key_serde: Serde | str | None,
+        value_serde: Serde | str | None,
+        timestamp_extractor: TimestampExtractor | None = None,
+        named: str | None = None,
+        internal: bool = False,
+    ) -> str:
+        for t in topics:
+            for node in self._nodes.values():
+                if node.kind is NodeKind.SOURCE and t in node.topics:
+                    raise TopologyError(f"topic {t!r} is already read by {node.name}")
+            self.add_topic(t, internal=internal, kind="repartition" if internal else "external")
+        name = self.new_name("KSTREAM-SOURCE", named)
+        ks, vs = _maybe_serde(key_serde), _maybe_serde(value_serde)
+        self.add_node(
+            name,
+            lambda: SourceProcessor(ks, vs, timestamp_extractor),
+            kind=NodeKind.SOURCE,
+            topics=topics,
+        )
+        return name
+
+    def add_sink(
+        self,
+        parent: str,
+        topic: str,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        partitioner: Any = None,
+        named: str | None = None,
+        internal: bool = False,
+    ) -> str:
+        self.add_topic(topic, internal=internal, kind="repartition" if internal else "external")
+        name = self.new_name("KSTREAM-SINK", named)
+        ks, vs = _maybe_serde(key_serde), _maybe_serde(value_serde)
+        self.add_node(
+            name,
+            lambda: SinkProcessor(topic, ks, vs, partitioner),
+            [parent],
+            kind=NodeKind.SINK,
+            topics=[topic],
+        )
+        return name
+
+    def repartition(
+        self,
+        parent: str,
+        topic_base: str,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        partitions: int | None = None,
+    ) -> str:
+        """Sink to and source from the internal topic ``<topic_base>-repartition``; returns the
+        source node's name."""
+        topic = f"{topic_base}-repartition"
+        self.add_sink(parent, topic, key_serde, value_serde, internal=True)
+        self._topics[topic].partitions = partitions
+        return self.add_source([topic], key_serde, value_serde, internal=True)
+
+    # -- entry points ----------------------------------------------------------------------
+    def stream(
+        self,
+        topics: str | list[str],
+        *,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        timestamp_extractor: TimestampExtractor | None = None,
+        named: str | None = None,
+    ) -> KStream:
+        """A KStream of one or more topics (every record is an independent event)."""
+        from streamtable.dsl.stream import KStream
+
+        topic_list = [topics] if isinstance(topics, str) else list(topics)
+        name = self.add_source(topic_list, key_serde, value_serde, timestamp_extractor, named)
+        return KStream(self, name)
+
+    def table(
+        self,
+        topic: str,
+        materialized: Materialized | str | None = None,
+        *,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        timestamp_extractor: TimestampExtractor | None = None,
+        named: str | None = None,
+    ) -> KTable:
+        """A KTable of a (compacted) topic: each record upserts its key, a ``None`` value deletes
+        it. The table is kept in a store, named by ``materialized`` to make it queryable.
+
+        >>> builder = StreamsBuilder()
+        >>> positions = builder.table("share-holders", materialized="share-holder-store")
+        """
+        from streamtable.dsl.table import KTable
+        from streamtable.processors.table import TableSource
+
+        source = self.add_source([topic], key_serde, value_serde, timestamp_extractor, named)
+        store = self.add_store(materialized, f"{topic}-STATE-STORE")
+        name = self.new_name("KTABLE-SOURCE")
+        store_name = store.name
+        self.add_node(name, lambda: TableSource(store_name), [source], stores=[store_name])
+        return KTable(self, name, store_name)
+
+    def build(self) -> Topology:
+        """Freeze what was built into a :class:`~streamtable.topology.Topology`."""
+        if not self._nodes:
+            raise TopologyError("the topology is empty: add a stream or a table first")
+        return Topology(dict(self._nodes), dict(self._stores), dict(self._topics))

@@ -1,0 +1,167 @@
+"""Grouped streams and tables: the inputs of aggregations."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from streamtable.dsl.materialized import Materialized
+from streamtable.processors import aggregate as agg
+from streamtable.processors.stateless import DropNullKeys
+from streamtable.serde import Serde
+
+if TYPE_CHECKING:
+    from streamtable.dsl.stream import KStream
+    from streamtable.dsl.table import KTable
+
+
+class KGroupedStream:
+    """A stream grouped by key, ready for ``count``, ``reduce`` or ``aggregate``."""
+
+    def __init__(
+        self,
+        stream: KStream,
+        key_serde: Serde | str | None,
+        value_serde: Serde | str | None,
+        name: str | None,
+        repartition: bool,
+    ) -> None:
+        self._stream = stream
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self._name = name
+        self._repartition = repartition
+
+    def _aggregate(
+        self,
+        materialized: Materialized | str | None,
+        prefix: str,
+        make: Callable[[str], Any],
+        named: str | None,
+    ) -> KTable:
+        from streamtable.dsl.table import KTable
+
+        b = self._stream._builder
+        store = b.add_store(materialized, f"{prefix}-STATE-STORE")
+        parent = self._stream._node
+        if self._repartition:
+            base = self._name or store.name
+            filt = b.new_name("KSTREAM-FILTER")
+            b.add_node(filt, DropNullKeys, [parent])
+            parent = b.repartition(filt, base, self._key_serde, self._value_serde)
+        name = b.new_name(prefix, named)
+        store_name = store.name
+        b.add_node(name, lambda: make(store_name), [parent], stores=[store_name])
+        return KTable(b, name, store_name)
+
+    def count(self, materialized: Materialized | str | None = None, *,
+              named: str | None = None) -> KTable:
+        """The number of records per key, as a table.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("words").group_by_key().count("counts")
+        """
+        return self._aggregate(
+            materialized, "KSTREAM-AGGREGATE",
+            lambda s: agg.StreamAggregate(s, _zero, _count_one), named,
+        )
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | str | None = None, *,
+               named: str | None = None) -> KTable:
+        """``reducer(aggregate, value)`` combines each record into its key's aggregate."""
+        return self._aggregate(
+            materialized, "KSTREAM-REDUCE", lambda s: agg.StreamReduce(s, reducer), named
+        )
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | str | None = None, *,
+                  named: str | None = None) -> KTable:
+        """``aggregator(key, value, aggregate)`` starting from ``initializer()``."""
+        return self._aggregate(
+            materialized, "KSTREAM-AGGREGATE",
+            lambda s: agg.StreamAggregate(s, initializer, aggregator), named,
+        )
+
+
+def _zero() -> int:
+    return 0
+
+
+def _count_one(key: Any, value: Any, aggregate: int) -> int:
+    return aggregate + 1
+
+
+def _count_minus_one(key: Any, value: Any, aggregate: int) -> int:
+    return aggregate - 1
+
+
+class KGroupedTable:
+    """A table re-grouped by a new key (always repartitioned), for aggregations that add the new
+    value and subtract the old one."""
+
+    def __init__(
+        self,
+        table_node: str,
+        builder: Any,
+        selector_node: str,
+        key_serde: Serde | str | None,
+        value_serde: Serde | str | None,
+        name: str | None,
+    ) -> None:
+        self._builder = builder
+        self._selector_node = selector_node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self._name = name
+
+    def _aggregate(self, materialized: Materialized | str | None, prefix: str,
+                   make: Callable[[str], Any], named: str | None) -> KTable:
+        from streamtable.dsl.table import KTable
+
+        b = self._builder
+        store = b.add_store(materialized, f"{prefix}-STATE-STORE")
+        base = self._name or store.name
+        source = b.repartition(self._selector_node, base, self._key_serde, self._value_serde)
+        name = b.new_name(prefix, named)
+        store_name = store.name
+        b.add_node(name, lambda: make(store_name), [source], stores=[store_name])
+        return KTable(b, name, store_name)
+
+    def count(self, materialized: Materialized | str | None = None, *,
+              named: str | None = None) -> KTable:
+        """Rows per group; a group whose rows all left keeps a count of 0."""
+        return self._aggregate(
+            materialized, "KTABLE-AGGREGATE",
+            lambda s: agg.TableAggregate(s, _zero, _count_one, _count_minus_one), named,
+        )
+
+    def reduce(self, adder: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any],
+               materialized: Materialized | str | None = None, *,
+               named: str | None = None) -> KTable:
+        """``adder(aggregate, new_value)`` and ``subtractor(aggregate, old_value)``; a
+        subtractor returning ``None`` deletes the group's row.
+
+        >>> from streamtable import StreamsBuilder
+        >>> positions = StreamsBuilder().table("share-holders")
+        >>> us = (positions.group_by(lambda k, p: (p["client"], {p["id"]}))
+        ...       .reduce(adder=lambda a, b: a | b,
+        ...               subtractor=lambda a, b: (a - b) or None,
+        ...               materialized="us-share-holders"))
+        """
+        return self._aggregate(
+            materialized, "KTABLE-REDUCE", lambda s: agg.TableReduce(s, adder, subtractor), named
+        )
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  adder: Callable[[Any, Any, Any], Any],
+                  subtractor: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | str | None = None, *,
+                  named: str | None = None) -> KTable:
+        """``adder(key, value, aggregate)`` / ``subtractor(key, value, aggregate)`` from
+        ``initializer()``; a result of ``None`` deletes the row."""
+        return self._aggregate(
+            materialized, "KTABLE-AGGREGATE",
+            lambda s: agg.TableAggregate(s, initializer, adder, subtractor), named,
+        )

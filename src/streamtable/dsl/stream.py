@@ -1,0 +1,228 @@
+"""KStream: an append-only stream of independent records."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from streamtable.dsl.builder import StreamsBuilder, with_key
+from streamtable.dsl.materialized import Materialized
+from streamtable.processors import stateless as sl
+from streamtable.serde import Serde
+
+if TYPE_CHECKING:
+    from streamtable.dsl.grouped import KGroupedStream
+    from streamtable.dsl.table import KTable
+
+
+class KStream:
+    """A stream of records. Operators return new streams; nothing runs until a driver runs the
+    built topology.
+
+    >>> from streamtable import StreamsBuilder
+    >>> builder = StreamsBuilder()
+    >>> events = builder.stream("facebook-events")
+    >>> events.filter(lambda user, action: action == "Close") \\
+    ...       .map_values(lambda v: "You are not currently viewing Facebook.") \\
+    ...       .to("notifications")
+    """
+
+    def __init__(self, builder: StreamsBuilder, node: str, repartition_required: bool = False):
+        self._builder = builder
+        self._node = node
+        self._repartition_required = repartition_required
+
+    def _then(
+        self,
+        prefix: str,
+        factory: Callable[[], Any],
+        named: str | None,
+        key_changing: bool = False,
+    ) -> KStream:
+        name = self._builder.new_name(prefix, named)
+        self._builder.add_node(name, factory, [self._node])
+        return KStream(self._builder, name, self._repartition_required or key_changing)
+
+    # -- stateless -------------------------------------------------------------------------
+    def filter(self, predicate: Callable[[Any, Any], bool], *, named: str | None = None) -> KStream:
+        """Keep records for which ``predicate(key, value)`` is true."""
+        return self._then("KSTREAM-FILTER", lambda: sl.StreamFilter(predicate), named)
+
+    def filter_not(
+        self, predicate: Callable[[Any, Any], bool], *, named: str | None = None
+    ) -> KStream:
+        """Drop records for which ``predicate(key, value)`` is true."""
+        return self._then("KSTREAM-FILTER", lambda: sl.StreamFilter(predicate, True), named)
+
+    def map(
+        self, mapper: Callable[[Any, Any], tuple[Any, Any]], *, named: str | None = None
+    ) -> KStream:
+        """``mapper(key, value) -> (new_key, new_value)``; a later grouping repartitions."""
+        return self._then("KSTREAM-MAP", lambda: sl.StreamMap(mapper), named, key_changing=True)
+
+    def map_values(self, mapper: Callable[..., Any], *, named: str | None = None) -> KStream:
+        """``mapper(value)`` or ``mapper(key, value)`` gives the new value; the key stays."""
+        fn = with_key(mapper, "map_values")
+        return self._then("KSTREAM-MAPVALUES", lambda: sl.StreamMapValues(fn), named)
+
+    def select_key(self, selector: Callable[[Any, Any], Any], *, named: str | None = None) -> KStream:
+        """``selector(key, value)`` gives the new key."""
+        return self._then(
+            "KSTREAM-KEY-SELECT", lambda: sl.StreamSelectKey(selector), named, key_changing=True
+        )
+
+    def flat_map(
+        self,
+        mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]],
+        *,
+        named: str | None = None,
+    ) -> KStream:
+        """``mapper(key, value)`` yields zero or more ``(key, value)`` pairs."""
+        return self._then(
+            "KSTREAM-FLATMAP", lambda: sl.StreamFlatMap(mapper), named, key_changing=True
+        )
+
+    def flat_map_values(
+        self, mapper: Callable[..., Iterable[Any]], *, named: str | None = None
+    ) -> KStream:
+        """``mapper(value)`` or ``mapper(key, value)`` yields zero or more values."""
+        fn = with_key(mapper, "flat_map_values")
+        return self._then("KSTREAM-FLATMAPVALUES", lambda: sl.StreamFlatMapValues(fn), named)
+
+    def peek(self, action: Callable[[Any, Any], Any], *, named: str | None = None) -> KStream:
+        """Call ``action(key, value)`` for each record and pass it on unchanged."""
+        return self._then("KSTREAM-PEEK", lambda: sl.StreamPeek(action), named)
+
+    def foreach(self, action: Callable[[Any, Any], Any], *, named: str | None = None) -> None:
+        """Call ``action(key, value)`` for each record (terminal)."""
+        self._then("KSTREAM-FOREACH", lambda: sl.StreamPeek(action), named)
+
+    def merge(self, other: KStream, *, named: str | None = None) -> KStream:
+        """The records of both streams, interleaved in processing order."""
+        name = self._builder.new_name("KSTREAM-MERGE", named)
+        self._builder.add_node(name, sl.PassThrough, [self._node, other._node])
+        return KStream(
+            self._builder, name, self._repartition_required or other._repartition_required
+        )
+
+    def split(self, *, prefix: str = "") -> BranchedKStream:
+        """Route each record to the first branch whose predicate holds.
+
+        >>> from streamtable import StreamsBuilder
+        >>> s = StreamsBuilder().stream("in")
+        >>> branches = (s.split(prefix="b-")
+        ...     .branch(lambda k, v: v > 0, name="pos")
+        ...     .default_branch(name="other"))
+        >>> sorted(branches)
+        ['b-other', 'b-pos']
+        """
+        return BranchedKStream(self, prefix)
+
+    def to(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        partitioner: Callable[[str, Any, Any, int], int | None] | None = None,
+        named: str | None = None,
+    ) -> None:
+        """Write the stream to ``topic`` (terminal)."""
+        self._builder.add_sink(self._node, topic, key_serde, value_serde, partitioner, named)
+
+    def repartition(
+        self,
+        *,
+        name: str | None = None,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        partitions: int | None = None,
+    ) -> KStream:
+        """Shuffle records by their current key through an internal topic."""
+        b = self._builder
+        base = name or b.new_name("KSTREAM-REPARTITION")
+        source = b.repartition(self._node, base, key_serde, value_serde, partitions)
+        return KStream(b, source)
+
+    # -- stateful --------------------------------------------------------------------------
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], Any],
+        *,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        name: str | None = None,
+    ) -> KGroupedStream:
+        """Group by ``selector(key, value)`` (a new key: records are repartitioned)."""
+        from streamtable.dsl.grouped import KGroupedStream
+
+        keyed = self.select_key(selector)
+        return KGroupedStream(keyed, key_serde, value_serde, name, repartition=True)
+
+    def group_by_key(
+        self,
+        *,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        name: str | None = None,
+    ) -> KGroupedStream:
+        """Group by the current key (repartitioned only if an earlier operator changed keys)."""
+        from streamtable.dsl.grouped import KGroupedStream
+
+        return KGroupedStream(
+            self, key_serde, value_serde, name, repartition=self._repartition_required
+        )
+
+    def to_table(self, materialized: Materialized | str | None = None, *,
+                 named: str | None = None) -> KTable:
+        """Read the stream as a changelog: the latest value per key, ``None`` deletes."""
+        from streamtable.dsl.table import KTable
+        from streamtable.processors.table import TableSource
+
+        b = self._builder
+        node = self._node
+        if self._repartition_required:
+            node = b.repartition(node, b.new_name("KSTREAM-TOTABLE-REPARTITION"))
+        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE")
+        name = b.new_name("KSTREAM-TOTABLE", named)
+        store_name = store.name
+        b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])
+        return KTable(b, name, store_name)
+
+
+class BranchedKStream:
+    """Built by :meth:`KStream.split`; finish with :meth:`default_branch` or
+    :meth:`no_default_branch` to get ``{branch name: KStream}``."""
+
+    def __init__(self, stream: KStream, prefix: str) -> None:
+        self._stream = stream
+        self._prefix = prefix
+        self._branches: list[tuple[Callable[[Any, Any], bool] | None, str]] = []
+
+    def branch(
+        self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
+    ) -> BranchedKStream:
+        label = name if name is not None else str(len(self._branches) + 1)
+        self._branches.append((predicate, self._prefix + label))
+        return self
+
+    def default_branch(self, *, name: str | None = None) -> dict[str, KStream]:
+        label = name if name is not None else "0"
+        self._branches.append((None, self._prefix + label))
+        return self._finish()
+
+    def no_default_branch(self) -> dict[str, KStream]:
+        return self._finish()
+
+    def _finish(self) -> dict[str, KStream]:
+        b = self._stream._builder
+        branch_node = b.new_name("KSTREAM-BRANCH")
+        children: list[tuple[Callable[[Any, Any], bool] | None, str]] = []
+        child_names = [b.new_name("KSTREAM-BRANCHCHILD") for _ in self._branches]
+        for (pred, _label), child in zip(self._branches, child_names):
+            children.append((pred, child))
+        b.add_node(branch_node, lambda: sl.StreamBranch(children), [self._stream._node])
+        result = {}
+        for (_pred, label), child in zip(self._branches, child_names):
+            b.add_node(child, sl.PassThrough, [branch_node])
+            result[label] = KStream(b, child, self._stream._repartition_required)
+        return result

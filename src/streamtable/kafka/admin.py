@@ -1,0 +1,217 @@
+"""Topic administration: create what is missing, look up partition counts, delete.
+
+>>> ensure_topics("127.0.0.1:9092", {"orders": 4, "payments": 2})      # doctest: +SKIP
+>>> partition_counts("127.0.0.1:9092", ["orders"])                      # doctest: +SKIP
+{'orders': 4}
+
+All lookups use a full metadata request (no topic named in it), so a broker that auto-creates
+topics on a metadata request (Tansu, or Kafka with ``auto.create.topics.enable``) never creates
+a topic merely because it was looked up.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streamtable.errors import StreamsError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "KafkaAdminError",
+    "TopicNotFoundError",
+    "admin_client",
+    "ensure_topics",
+    "partition_counts",
+    "delete_topics",
+    "list_topic_names",
+]
+
+
+class KafkaAdminError(StreamsError):
+    """A topic administration request failed (the message names the topic)."""
+
+
+class TopicNotFoundError(KafkaAdminError, LookupError):
+    """A topic that must exist does not.
+
+    >>> str(TopicNotFoundError("orders", "127.0.0.1:9092"))
+    "topic 'orders' does not exist on 127.0.0.1:9092"
+    """
+
+    def __init__(self, topic: str, bootstrap_servers: str = "", hint: str = "") -> None:
+        self.topic = topic
+        where = f" on {bootstrap_servers}" if bootstrap_servers else ""
+        super().__init__(f"topic {topic!r} does not exist{where}{hint}")
+
+
+def admin_client(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> AdminClient:
+    """An AdminClient for ``bootstrap_servers`` with ``extra`` librdkafka settings."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
+    conf.update(extra or {})
+    return AdminClient(conf)
+
+
+def _metadata_partitions(admin: AdminClient, timeout: float) -> dict[str, int]:
+    metadata = admin.list_topics(timeout=timeout)
+    counts: dict[str, int] = {}
+    for name, topic in metadata.topics.items():
+        if topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            continue
+        counts[name] = len(topic.partitions)
+    return counts
+
+
+def list_topic_names(
+    bootstrap_servers: str, *, timeout: float = 10.0, client_config: Mapping[str, Any] | None = None
+) -> set[str]:
+    """Names of all topics on the cluster (internal ones included)."""
+    return set(_metadata_partitions(admin_client(bootstrap_servers, client_config), timeout))
+
+
+def partition_counts(
+    bootstrap_servers: str,
+    names: Iterable[str],
+    *,
+    timeout: float = 10.0,
+    client_config: Mapping[str, Any] | None = None,
+) -> dict[str, int]:
+    """Number of partitions of each named topic.
+
+    Raises :class:`TopicNotFoundError` naming the first topic that does not exist.
+
+    >>> partition_counts("127.0.0.1:9092", ["orders"])      # doctest: +SKIP
+    {'orders': 4}
+    """
+    wanted = list(dict.fromkeys(names))
+    counts = _metadata_partitions(admin_client(bootstrap_servers, client_config), timeout)
+    for name in wanted:
+        if counts.get(name, 0) <= 0:
+            raise TopicNotFoundError(
+                name, bootstrap_servers, " (create it first, e.g. with ensure_topics)"
+            )
+    return {name: counts[name] for name in wanted}
+
+
+def ensure_topics(
+    bootstrap_servers: str,
+    topics: Mapping[str, int],
+    config: Mapping[str, str] | None = None,
+    *,
+    replication_factor: int = -1,
+    timeout: float = 30.0,
+    client_config: Mapping[str, Any] | None = None,
+) -> dict[str, int]:
+    """Create the topics of ``topics`` (name -> partition count) that do not exist yet.
+
+    ``config`` (e.g. ``{"cleanup.policy": "compact"}``) applies to the topics created here.
+    Topics that already exist are left alone, whatever their partition count (a differing count
+    is logged as a warning). A concurrent creator is tolerated (TOPIC_ALREADY_EXISTS is ignored).
+    ``replication_factor=-1`` uses the broker default. Returns the partition count of every named
+    topic once all of them are visible in metadata.
+
+    >>> ensure_topics("127.0.0.1:9092", {"orders": 4})      # doctest: +SKIP
+    {'orders': 4}
+    """
+    if not topics:
+        return {}
+    for name, count in topics.items():
+        if not name or int(count) < 1:
+            raise ValueError(f"topic {name!r}: partition count must be >= 1, got {count}")
+    admin = admin_client(bootstrap_servers, client_config)
+    existing = _metadata_partitions(admin, timeout)
+    for name, count in topics.items():
+        if name in existing and existing[name] != int(count):
+            logger.warning(
+                "topic %r exists with %d partitions, %d requested; keeping it as it is",
+                name,
+                existing[name],
+                count,
+            )
+    missing = [name for name in topics if name not in existing]
+    if missing:
+        new_topics = [
+            NewTopic(
+                name,
+                num_partitions=int(topics[name]),
+                replication_factor=replication_factor,
+                config=dict(config or {}),
+            )
+            for name in missing
+        ]
+        futures = admin.create_topics(new_topics, operation_timeout=timeout, request_timeout=timeout)
+        for name, future in futures.items():
+            try:
+                future.result(timeout)
+                logger.info("created topic %r with %d partitions", name, topics[name])
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                raise KafkaAdminError(f"could not create topic {name!r}: {exc}") from exc
+    deadline = time.monotonic() + timeout
+    while True:
+        existing = _metadata_partitions(admin, timeout)
+        absent = [name for name in topics if existing.get(name, 0) <= 0]
+        if not absent:
+            return {name: existing[name] for name in topics}
+        if time.monotonic() > deadline:
+            raise KafkaAdminError(
+                f"topic {absent[0]!r} was created but is not visible in metadata after {timeout}s"
+            )
+        time.sleep(0.05)
+
+
+def delete_topics(
+    bootstrap_servers: str,
+    names: Iterable[str],
+    *,
+    missing_ok: bool = True,
+    timeout: float = 30.0,
+    client_config: Mapping[str, Any] | None = None,
+) -> None:
+    """Delete the named topics and wait until they are gone from metadata.
+
+    With ``missing_ok=False`` a topic that does not exist raises :class:`TopicNotFoundError`.
+
+    >>> delete_topics("127.0.0.1:9092", ["scratch"])          # doctest: +SKIP
+    """
+    wanted = list(dict.fromkeys(names))
+    if not wanted:
+        return
+    admin = admin_client(bootstrap_servers, client_config)
+    existing = _metadata_partitions(admin, timeout)
+    present = [name for name in wanted if name in existing]
+    if not missing_ok:
+        for name in wanted:
+            if name not in existing:
+                raise TopicNotFoundError(name, bootstrap_servers)
+    if not present:
+        return
+    futures = admin.delete_topics(present, operation_timeout=timeout, request_timeout=timeout)
+    for name, future in futures.items():
+        try:
+            future.result(timeout)
+            logger.info("deleted topic %r", name)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if (
+                missing_ok
+                and isinstance(err, KafkaError)
+                and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            ):
+                continue
+            raise KafkaAdminError(f"could not delete topic {name!r}: {exc}") from exc
+    deadline = time.monotonic() + timeout
+    while True:
+        still = [name for name in present if name in _metadata_partitions(admin, timeout)]
+        if not still:
+            return
+        if time.monotonic() > deadline:
+            raise KafkaAdminError(f"topic {still[0]!r} still listed {timeout}s after deletion")
+        time.sleep(0.05)

@@ -1,0 +1,123 @@
+"""Aggregations: of streams (count, reduce, aggregate) and of grouped tables, which apply the
+subtractor to the old value before the adder to the new one."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from streamtable.processors.api import Change, Record
+from streamtable.processors.table import StoringProcessor
+
+
+class StreamAggregate(StoringProcessor):
+    """``aggregator(key, value, aggregate) -> aggregate`` starting from ``initializer()``."""
+
+    def __init__(
+        self,
+        store_name: str,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+    ) -> None:
+        self.store_name = store_name
+        self.initializer = initializer
+        self.aggregator = aggregator
+
+    def process(self, record: Record) -> None:
+        key = record.key
+        if key is None or record.value is None:
+            self.task.record_dropped(self.name, "null key or value in an aggregation")
+            return
+        stored = self.store.get(key)
+        if stored is None:
+            old, ts = None, record.timestamp
+            agg = self.initializer()
+        else:
+            old, ts = stored[0], max(record.timestamp, stored[1])
+            agg = old
+        new = self.aggregator(key, record.value, agg)
+        self.emit(key, new, old, record.with_timestamp(ts))
+
+
+class StreamReduce(StoringProcessor):
+    """``reducer(aggregate, value) -> aggregate``; the first value of a key is its aggregate."""
+
+    def __init__(self, store_name: str, reducer: Callable[[Any, Any], Any]) -> None:
+        self.store_name = store_name
+        self.reducer = reducer
+
+    def process(self, record: Record) -> None:
+        key = record.key
+        if key is None or record.value is None:
+            self.task.record_dropped(self.name, "null key or value in a reduce")
+            return
+        stored = self.store.get(key)
+        if stored is None:
+            self.emit(key, record.value, None, record)
+            return
+        new = self.reducer(stored[0], record.value)
+        self.emit(key, new, stored[0], record.with_timestamp(max(record.timestamp, stored[1])))
+
+
+class TableAggregate(StoringProcessor):
+    """Grouped-table aggregate: subtract the old value, then add the new one.
+
+    ``adder(key, value, aggregate)`` and ``subtractor(key, value, aggregate)``; a result of
+    ``None`` deletes the row, while a result equal to the initial value stays (a count of 0).
+    """
+
+    def __init__(
+        self,
+        store_name: str,
+        initializer: Callable[[], Any],
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+    ) -> None:
+        self.store_name = store_name
+        self.initializer = initializer
+        self.adder = adder
+        self.subtractor = subtractor
+
+    def process(self, record: Record) -> None:
+        key = record.key
+        change: Change[Any] = record.value
+        stored = self.store.get(key)
+        old = None if stored is None else stored[0]
+        ts = record.timestamp if stored is None else max(record.timestamp, stored[1])
+        agg = old
+        if change.old is not None and old is not None:
+            agg = self.subtractor(key, change.old, old)
+        if change.new is not None:
+            agg = self.adder(key, change.new, self.initializer() if agg is None else agg)
+        if agg is None and old is None:
+            return
+        self.emit(key, agg, old, record.with_timestamp(ts))
+
+
+class TableReduce(StoringProcessor):
+    """Grouped-table reduce: ``subtractor(aggregate, old)`` then ``adder(aggregate, new)``;
+    a ``None`` result deletes the row (the share-holders service relies on it)."""
+
+    def __init__(
+        self,
+        store_name: str,
+        adder: Callable[[Any, Any], Any],
+        subtractor: Callable[[Any, Any], Any],
+    ) -> None:
+        self.store_name = store_name
+        self.adder = adder
+        self.subtractor = subtractor
+
+    def process(self, record: Record) -> None:
+        key = record.key
+        change: Change[Any] = record.value
+        stored = self.store.get(key)
+        old = None if stored is None else stored[0]
+        ts = record.timestamp if stored is None else max(record.timestamp, stored[1])
+        agg = old
+        if change.old is not None and old is not None:
+            agg = self.subtractor(old, change.old)
+        if change.new is not None:
+            agg = change.new if agg is None else self.adder(agg, change.new)
+        if agg is None and old is None:
+            return
+        self.emit(key, agg, old, record.with_timestamp(ts))

@@ -1,0 +1,103 @@
+"""Sources (topic -> records) and sinks (records -> topic)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from streamtable.errors import DeserializationError, ProcessingError
+from streamtable.processors.api import Change, Processor, RawRecord, Record
+from streamtable.serde import Serde
+
+TimestampExtractor = Callable[[Any, Any, int], int]
+Partitioner = Callable[[str, Any, Any, int], int | None]
+
+
+class SourceProcessor(Processor):
+    """Decodes raw records of its topics and forwards them; the record's event time comes from
+    the record timestamp or a ``timestamp_extractor(key, value, record_timestamp)``."""
+
+    def __init__(
+        self,
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+        timestamp_extractor: TimestampExtractor | None = None,
+    ) -> None:
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.timestamp_extractor = timestamp_extractor
+
+    def process_raw(self, raw: RawRecord) -> None:
+        try:
+            key = self.key_serde.deserialize(raw.topic, raw.key)  # type: ignore[union-attr]
+        except Exception as e:
+            raise DeserializationError(
+                f"cannot decode key with {self.key_serde!r}: {e}",
+                topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
+            ) from e
+        try:
+            value = self.value_serde.deserialize(raw.topic, raw.value)  # type: ignore[union-attr]
+        except Exception as e:
+            raise DeserializationError(
+                f"cannot decode value with {self.value_serde!r}: {e}",
+                topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
+            ) from e
+        ts = raw.timestamp
+        if self.timestamp_extractor is not None:
+            ts = self.timestamp_extractor(key, value, ts)
+        if ts is None or ts < 0:
+            raise ProcessingError(
+                f"invalid timestamp {ts!r}: event time must be a non-negative number of ms",
+                topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
+            )
+        task = self.task
+        if ts > task.stream_time:
+            task.stream_time = ts
+        task.current_node = self
+        self.forward(Record(key, value, ts, raw.headers))
+
+    def process(self, record: Record) -> None:
+        self.forward(record)
+
+
+class SinkProcessor(Processor):
+    """Encodes records and hands them to the task's collector for ``topic``.
+
+    A sink of an external topic writes plain values (a KTable's ``to_stream`` has already taken
+    ``Change.new``); internal repartition sinks carry whole Changes.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+        partitioner: Partitioner | None = None,
+        topic_extractor: Callable[[Any, Any], str] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.partitioner = partitioner
+        self.topic_extractor = topic_extractor
+        self.real_topic = topic
+
+    def process(self, record: Record) -> None:
+        topic = self.real_topic
+        if self.topic_extractor is not None:
+            topic = self.topic_extractor(record.key, record.value)
+        try:
+            key = self.key_serde.serialize(topic, record.key)  # type: ignore[union-attr]
+            value = record.value
+            if isinstance(value, Change) and not self.carries_changes:
+                value = value.new
+            data = self.value_serde.serialize(topic, value)  # type: ignore[union-attr]
+        except Exception as e:
+            raise ProcessingError(
+                f"cannot encode record for topic {topic!r}: {e}", processor=self.name
+            ) from e
+        partition = None
+        if self.partitioner is not None:
+            partition = self.partitioner(topic, record.key, record.value, -1)
+        self.task.collector.send(topic, key, data, record.timestamp, record.headers, partition)
+
+    carries_changes = False

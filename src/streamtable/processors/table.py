@@ -1,0 +1,149 @@
+"""KTable operators: every record they receive and forward carries a Change(new, old)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.cache import ChangeForwarder
+
+log = logging.getLogger(__name__)
+
+
+class StoringProcessor(Processor):
+    """A processor that keeps a (value, timestamp) store and forwards its changes through a
+    ChangeForwarder, so that caching applies to it."""
+
+    store_name: str | None = None
+    forwarder: ChangeForwarder
+
+    def init(self, task: Any) -> None:
+        super().init(task)
+        if self.store_name is not None:
+            self.store = task.get_store(self.store_name)
+            self.forwarder = task.change_forwarder(self, self.store_name)
+
+    def emit(self, key: Any, new: Any, old: Any, record: Record) -> None:
+        """Write ``new`` to the store (if any) and forward Change(new, old)."""
+        if self.store_name is None:
+            if new is None and old is None:
+                return
+            self.forward(Record(key, Change(new, old), record.timestamp, record.headers))
+            return
+        if new is None:
+            self.store.delete(key)
+        else:
+            self.store.put(key, (new, record.timestamp))
+        self.forwarder.forward(key, new, old, record.timestamp, record.headers)
+
+
+class TableSource(StoringProcessor):
+    """Turns a topic's records into table upserts (``None`` value deletes the row)."""
+
+    def __init__(self, store_name: str) -> None:
+        self.store_name = store_name
+
+    def process(self, record: Record) -> None:
+        key = record.key
+        if key is None:
+            self.task.record_dropped(self.name, "null key for a table")
+            return
+        stored = self.store.get(key)
+        old = None
+        if stored is not None:
+            old = stored[0]
+            if record.timestamp < stored[1]:
+                log.debug(
+                    "out-of-order update of table %s for key %r: %d < %d",
+                    self.store_name, key, record.timestamp, stored[1],
+                )
+        if record.value is None and old is None:
+            # deleting an absent row changes nothing, but Kafka Streams forwards it
+            self.forward(Record(key, Change(None, None), record.timestamp, record.headers))
+            return
+        self.emit(key, record.value, old, record)
+
+
+class TableFilter(StoringProcessor):
+    """Keeps rows for which ``predicate(key, value)`` holds; a row that stops matching is
+    forwarded as a deletion, a row that never matched is never forwarded."""
+
+    def __init__(
+        self,
+        predicate: Callable[[Any, Any], bool],
+        negate: bool = False,
+        store_name: str | None = None,
+    ) -> None:
+        self.predicate = predicate
+        self.negate = negate
+        self.store_name = store_name
+
+    def _keep(self, key: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        return value if bool(self.predicate(key, value)) != self.negate else None
+
+    def process(self, record: Record) -> None:
+        change: Change[Any] = record.value
+        new = self._keep(record.key, change.new)
+        if self.store_name is not None:
+            stored = self.store.get(record.key)
+            old = None if stored is None else stored[0]
+        else:
+            old = self._keep(record.key, change.old)
+        if new is None and old is None:
+            return
+        self.emit(record.key, new, old, record)
+
+
+class TableMapValues(StoringProcessor):
+    def __init__(self, mapper: Callable[[Any, Any], Any], store_name: str | None = None) -> None:
+        self.mapper = mapper
+        self.store_name = store_name
+
+    def process(self, record: Record) -> None:
+        change: Change[Any] = record.value
+        key = record.key
+        new = None if change.new is None else self.mapper(key, change.new)
+        if self.store_name is not None:
+            stored = self.store.get(key)
+            old = None if stored is None else stored[0]
+        else:
+            old = None if change.old is None else self.mapper(key, change.old)
+        self.emit(key, new, old, record)
+
+
+class TableToStream(Processor):
+    """Forwards each change's new value (``None`` for a deletion) as a stream record."""
+
+    def __init__(self, mapper: Callable[[Any, Any], Any] | None = None) -> None:
+        self.mapper = mapper
+
+    def process(self, record: Record) -> None:
+        value = record.value.new
+        key = record.key if self.mapper is None else self.mapper(record.key, value)
+        self.forward(Record(key, value, record.timestamp, record.headers))
+
+
+class TableGroupByMap(Processor):
+    """Re-keys a table for ``group_by``: the old value is sent to its old group as a
+    subtraction, then the new value to its new group as an addition."""
+
+    def __init__(self, selector: Callable[[Any, Any], tuple[Any, Any]]) -> None:
+        self.selector = selector
+
+    def process(self, record: Record) -> None:
+        change: Change[Any] = record.value
+        if change.old is not None:
+            k, v = self.selector(record.key, change.old)
+            if k is None:
+                self.task.record_dropped(self.name, "group_by selected a null key (old value)")
+            else:
+                self.forward(Record(k, Change(None, v), record.timestamp, record.headers))
+        if change.new is not None:
+            k, v = self.selector(record.key, change.new)
+            if k is None:
+                self.task.record_dropped(self.name, "group_by selected a null key")
+            else:
+                self.forward(Record(k, Change(v, None), record.timestamp, record.headers))

@@ -1,0 +1,49 @@
+"""Key and value serdes.
+
+A serde turns Python objects into bytes for a topic and back. ``None`` is always ``None`` on both
+sides: it is a tombstone, never encoded.
+
+>>> from streamtable.serde import JSON, STRING
+>>> JSON.deserialize("t", JSON.serialize("t", {"a": 1}))
+{'a': 1}
+>>> STRING.serialize("t", "hé")
+b'h\\xc3\\xa9'
+"""
+
+from streamtable.serde.serdes import (
+    BYTES,
+    DOUBLE,
+    INTEGER,
+    JSON,
+    LONG,
+    PICKLE,
+    STRING,
+    BytesSerde,
+    DoubleSerde,
+    IntegerSerde,
+    JsonSerde,
+    LongSerde,
+    PickleSerde,
+    Serde,
+    StringSerde,
+    serde_from,
+)
+
+__all__ = [
+    "BYTES",
+    "DOUBLE",
+    "INTEGER",
+    "JSON",
+    "LONG",
+    "PICKLE",
+    "STRING",
+    "BytesSerde",
+    "DoubleSerde",
+    "IntegerSerde",
+    "JsonSerde",
+    "LongSerde",
+    "PickleSerde",
+    "Serde",
+    "StringSerde",
+    "serde_from",
+]

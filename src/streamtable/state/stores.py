@@ -1,0 +1,155 @@
+"""Key-value stores.
+
+Every store the DSL creates holds ``(value, timestamp)`` pairs, like Kafka Streams' timestamped
+stores. Users query them through :class:`ReadOnlyKeyValueStore`, which shows values only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Protocol
+
+_MISSING = object()
+
+
+def key_order(key: Any) -> tuple[Any, ...]:
+    """Sort key for store iteration: keys of one type in their natural order, types apart.
+
+    Kafka Streams orders by serialized bytes; for strings (the common case) that is the same
+    order as Python's, and it keeps integers numeric.
+    """
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return (1, key)
+    if isinstance(key, str):
+        return (2, key)
+    if isinstance(key, bytes):
+        return (3, key)
+    if isinstance(key, tuple):
+        return (4, tuple(key_order(k) for k in key))
+    return (9, type(key).__name__, repr(key))
+
+
+class KeyValueStore(Protocol):
+    name: str
+
+    def get(self, key: Any) -> Any: ...
+
+    def put(self, key: Any, value: Any) -> None: ...
+
+    def delete(self, key: Any) -> Any: ...
+
+    def items(self) -> Iterator[tuple[Any, Any]]: ...
+
+    def __len__(self) -> int: ...
+
+
+class InMemoryKeyValueStore:
+    """A dict-backed store. With ``track_changes`` it remembers which keys changed since the last
+    :meth:`drain_changes`, so a runtime can persist exactly the delta of a commit.
+
+    >>> s = InMemoryKeyValueStore("counts")
+    >>> s.put("a", (1, 10)); s.get("a")
+    (1, 10)
+    """
+
+    def __init__(self, name: str, track_changes: bool = False) -> None:
+        self.name = name
+        self._data: dict[Any, Any] = {}
+        self.track_changes = track_changes
+        self._changes: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        return self._data.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        if value is None:
+            self.delete(key)
+            return
+        self._data[key] = value
+        if self.track_changes:
+            self._changes[key] = value
+
+    def delete(self, key: Any) -> Any:
+        old = self._data.pop(key, None)
+        if self.track_changes:
+            self._changes[key] = None
+        return old
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        return iter(self._data.items())
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def drain_changes(self) -> dict[Any, Any]:
+        """Return and forget the keys written since the last call (``None`` = deleted)."""
+        changes, self._changes = self._changes, {}
+        return changes
+
+    def restore(self, items: dict[Any, Any]) -> None:
+        """Apply a delta (``None`` deletes) without recording it as a change."""
+        data = self._data
+        for k, v in items.items():
+            if v is None:
+                data.pop(k, None)
+            else:
+                data[k] = v
+
+
+class ReadOnlyKeyValueStore:
+    """The query view of a store: ``get``, ``all``, ``range``, ``prefix_scan``,
+    ``approximate_num_entries``. Iteration is in key order.
+
+    >>> s = InMemoryKeyValueStore("s"); s.put("b", (2, 0)); s.put("a", (1, 0))
+    >>> view = ReadOnlyKeyValueStore(s)
+    >>> list(view.all())
+    [('a', 1), ('b', 2)]
+    >>> view.get("b")
+    2
+    """
+
+    def __init__(self, store: KeyValueStore, timestamped: bool = False) -> None:
+        self._store = store
+        self._timestamped = timestamped
+        self.name = store.name
+
+    def _show(self, stored: Any) -> Any:
+        if stored is None:
+            return None
+        return stored if self._timestamped else stored[0]
+
+    def get(self, key: Any) -> Any:
+        return self._show(self._store.get(key))
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        for k, v in sorted(self._store.items(), key=lambda kv: key_order(kv[0])):
+            yield k, self._show(v)
+
+    def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
+        """Entries with ``from_key <= key <= to_key`` (either bound may be ``None``)."""
+        lo = None if from_key is None else key_order(from_key)
+        hi = None if to_key is None else key_order(to_key)
+        for k, v in self.all():
+            ko = key_order(k)
+            if (lo is None or ko >= lo) and (hi is None or ko <= hi):
+                yield k, v
+
+    def prefix_scan(self, prefix: str | bytes) -> Iterator[tuple[Any, Any]]:
+        for k, v in self.all():
+            if isinstance(k, type(prefix)) and k.startswith(prefix):  # type: ignore[arg-type]
+                yield k, v
+
+    def approximate_num_entries(self) -> int:
+        return len(self._store)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __contains__(self, key: Any) -> bool:
+        return self._store.get(key) is not None
+
+    def to_dict(self) -> dict[Any, Any]:
+        """All entries as a dict (handy in tests)."""
+        return dict(self.all())
+
+
+TimestampedValues = tuple  # (value, timestamp) as stored by the DSL's stores

@@ -1,0 +1,292 @@
+"""TopologyTestDriver: Kafka Streams' test driver, for Python topologies.
+
+Each piped record is processed through the whole topology — records written to internal
+(repartition) topics are processed too — and then the driver commits, flushing the record caches.
+So with caching on, each input record yields at most one output per key; without caching
+(``cache.max.bytes.buffering = 0``) every intermediate change is visible.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from streamtable.config import StreamsConfig
+from streamtable.processors.api import Headers, RawRecord
+from streamtable.processors.task import Task
+from streamtable.serde import Serde, serde_from
+from streamtable.state import InMemoryKeyValueStore, ReadOnlyKeyValueStore
+from streamtable.topology.graph import StoreSpec, Topology
+
+TEST_APPLICATION_ID = "test-app"
+
+
+@dataclass
+class TestRecord:
+    """A record read from an output topic."""
+
+    key: Any
+    value: Any
+    timestamp: int
+    headers: Headers = field(default_factory=tuple)
+
+    __test__ = False  # not a pytest class
+
+
+class _Log:
+    """One in-memory topic (a single partition)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.records: list[RawRecord] = []
+
+
+class TopologyTestDriver:
+    """Runs a topology record by record, in-process.
+
+    >>> from streamtable import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").map_values(lambda v: v * 2).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> driver.create_input_topic("in").pipe_input("k", 21)
+    >>> driver.create_output_topic("out").read_key_values()
+    [('k', 42)]
+    """
+
+    __test__ = False
+
+    def __init__(
+        self,
+        topology: Topology,
+        config: Mapping[str, Any] | None = None,
+        initial_wall_clock_time_ms: int | None = None,
+    ) -> None:
+        settings = {"application.id": TEST_APPLICATION_ID}
+        settings.update(config or {})
+        self.config = StreamsConfig(settings)
+        self.topology = topology
+        self.wall_clock_ms = (
+            int(time.time() * 1000) if initial_wall_clock_time_ms is None
+            else initial_wall_clock_time_ms
+        )
+        self._logs: dict[str, _Log] = {}
+        self._pending: deque[RawRecord] = deque()
+        self._stores: dict[str, InMemoryKeyValueStore] = {}
+        self._tasks: list[Task] = []
+        self._task_by_topic: dict[str, Task] = {}
+        for st in topology.subtopologies:
+            task = Task(topology, st, 0, self.config, self._make_store, self)
+            self._tasks.append(task)
+            for t in task.sources:
+                self._task_by_topic[t] = task
+
+    def _make_store(self, spec: StoreSpec, partition: int) -> InMemoryKeyValueStore:
+        store = InMemoryKeyValueStore(spec.name)
+        self._stores[spec.name] = store
+        return store
+
+    def _log(self, topic: str) -> _Log:
+        log = self._logs.get(topic)
+        if log is None:
+            log = self._logs[topic] = _Log(topic)
+        return log
+
+    # -- RecordCollector -------------------------------------------------------------------
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+             headers: Headers, partition: int | None) -> None:
+        log = self._log(topic)
+        raw = RawRecord(topic, 0, len(log.records), timestamp, key, value, tuple(headers))
+        log.records.append(raw)
+        if topic in self._task_by_topic:
+            self._pending.append(raw)
+
+    # -- piping ----------------------------------------------------------------------------
+    def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+                 headers: Headers = ()) -> None:
+        """Append a serialized record to ``topic`` and process it to completion, then commit."""
+        log = self._log(topic)
+        raw = RawRecord(topic, 0, len(log.records), timestamp, key, value, tuple(headers))
+        log.records.append(raw)
+        task = self._task_by_topic.get(topic)
+        if task is None:
+            return
+        task.process(raw)
+        self._complete()
+
+    def _complete(self) -> None:
+        while True:
+            while self._pending:
+                raw = self._pending.popleft()
+                self._task_by_topic[raw.topic].process(raw)
+            for task in self._tasks:
+                task.commit()
+            if not self._pending:
+                return
+
+    def create_input_topic(
+        self,
+        topic: str,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        *,
+        start_timestamp: int | None = None,
+        auto_advance_ms: int = 0,
+    ) -> TestInputTopic:
+        """An input topic; its serdes default to the application's default serdes."""
+        return TestInputTopic(
+            self, topic,
+            serde_from(key_serde, self.config.default_key_serde),
+            serde_from(value_serde, self.config.default_value_serde),
+            self.wall_clock_ms if start_timestamp is None else start_timestamp,
+            auto_advance_ms,
+        )
+
+    def create_output_topic(
+        self,
+        topic: str,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+    ) -> TestOutputTopic:
+        """An output topic, read from its first record."""
+        return TestOutputTopic(
+            self, topic,
+            serde_from(key_serde, self.config.default_key_serde),
+            serde_from(value_serde, self.config.default_value_serde),
+        )
+
+    def topic_records(self, topic: str) -> list[RawRecord]:
+        """Every raw record written to ``topic`` so far (internal topics use their full name)."""
+        return list(self._log(topic).records)
+
+    # -- state -----------------------------------------------------------------------------
+    def get_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
+        """Query a store by name: ``get``, ``all``, ``range``, ``prefix_scan``."""
+        return ReadOnlyKeyValueStore(self._store(name))
+
+    def get_timestamped_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
+        """Like :meth:`get_key_value_store`, with ``(value, timestamp)`` values."""
+        return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
+
+    def _store(self, name: str) -> InMemoryKeyValueStore:
+        try:
+            return self._stores[name]
+        except KeyError:
+            raise KeyError(f"no store named {name!r}; stores: {sorted(self._stores)}") from None
+
+    @property
+    def dropped_records(self) -> dict[str, int]:
+        """Records dropped by Kafka Streams' rules, by reason (null keys, skipped errors)."""
+        total: dict[str, int] = {}
+        for t in self._tasks:
+            for reason, n in t.dropped.items():
+                total[reason] = total.get(reason, 0) + n
+        return total
+
+    def advance_wall_clock_time(self, ms: int) -> None:
+        self.wall_clock_ms += ms
+
+    def close(self) -> None:
+        for t in self._tasks:
+            t.close()
+
+    def __enter__(self) -> TopologyTestDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TestInputTopic:
+    """Pipes records into one topic of a driver."""
+
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, topic: str, key_serde: Serde,
+                 value_serde: Serde, start_timestamp: int, auto_advance_ms: int) -> None:
+        self._driver = driver
+        self.topic = topic
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self._time = start_timestamp
+        self._advance = auto_advance_ms
+
+    def advance_time(self, ms: int) -> None:
+        self._time += ms
+
+    def pipe_input(self, key: Any = None, value: Any = None, timestamp: int | None = None,
+                   headers: Headers = ()) -> None:
+        """Pipe one record. Without a timestamp the topic's current time is used (and then
+        advanced by ``auto_advance_ms``)."""
+        if timestamp is None:
+            timestamp = self._time
+            self._time += self._advance
+        self._driver.pipe_raw(
+            self.topic,
+            self.key_serde.serialize(self.topic, key),
+            self.value_serde.serialize(self.topic, value),
+            timestamp,
+            headers,
+        )
+
+    def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]]) -> None:
+        for k, v in pairs:
+            self.pipe_input(k, v)
+
+    def pipe_value_list(self, values: Iterable[Any]) -> None:
+        for v in values:
+            self.pipe_input(None, v)
+
+
+class TestOutputTopic:
+    """Reads, in order, what the topology wrote to one topic."""
+
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, topic: str, key_serde: Serde,
+                 value_serde: Serde) -> None:
+        self._driver = driver
+        self.topic = topic
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self._position = 0
+
+    def _next_raw(self) -> list[RawRecord]:
+        records = self._driver._log(self.topic).records
+        out = records[self._position:]
+        self._position = len(records)
+        return out
+
+    def read_records(self) -> list[TestRecord]:
+        return [
+            TestRecord(
+                self.key_serde.deserialize(self.topic, r.key),
+                self.value_serde.deserialize(self.topic, r.value),
+                r.timestamp,
+                r.headers,
+            )
+            for r in self._next_raw()
+        ]
+
+    def read_key_values(self) -> list[tuple[Any, Any]]:
+        return [(r.key, r.value) for r in self.read_records()]
+
+    def read_values(self) -> list[Any]:
+        return [r.value for r in self.read_records()]
+
+    def read_key_values_to_map(self) -> dict[Any, Any]:
+        """The latest value per key (a tombstone removes the key)."""
+        result: dict[Any, Any] = {}
+        for k, v in self.read_key_values():
+            if v is None:
+                result.pop(k, None)
+            else:
+                result[k] = v
+        return result
+
+    def is_empty(self) -> bool:
+        return self._position >= len(self._driver._log(self.topic).records)
+
+    def get_queue_size(self) -> int:
+        return len(self._driver._log(self.topic).records) - self._position

@@ -1,0 +1,220 @@
+"""The topology: a graph of source, processor and sink nodes plus the stores they use.
+
+It is split into sub-topologies at topics: the nodes connected by parent-child edges or by a
+shared store form one sub-topology; a repartition topic is written by a sink of one
+sub-topology and read by a source of another. Each sub-topology runs as one task per input
+partition in every driver.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from streamtable.errors import TopologyError
+from streamtable.processors.api import Processor
+from streamtable.serde import Serde
+
+
+class NodeKind(enum.Enum):
+    SOURCE = "Source"
+    PROCESSOR = "Processor"
+    SINK = "Sink"
+
+
+@dataclass
+class Node:
+    """One vertex of the topology."""
+
+    name: str
+    kind: NodeKind
+    factory: Callable[[], Processor]
+    parents: list[str] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    stores: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StoreSpec:
+    """A state store: its name, whether it caches and logs, and whether users may query it."""
+
+    name: str
+    kind: str = "key-value"
+    caching: bool | None = None  # None: follow cache.max.bytes.buffering
+    logging: bool = True
+    queryable: bool = False
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+
+    def changelog_topic(self, application_id: str) -> str:
+        return f"{application_id}-{self.name}-changelog"
+
+
+@dataclass
+class TopicSpec:
+    """A topic the topology reads or writes. Internal topics are named without the application id;
+    drivers prefix it (``<application.id>-<name>``)."""
+
+    name: str
+    internal: bool = False
+    kind: str = "external"  # external | repartition
+    partitions: int | None = None
+
+
+@dataclass
+class SubTopology:
+    """A connected part of the topology; runs as one task per partition of its source topics."""
+
+    id: int
+    nodes: list[str]
+    source_topics: list[str]
+    sink_topics: list[str]
+    stores: list[str]
+
+
+class Topology:
+    """What ``StreamsBuilder.build()`` returns; run it with a driver, inspect it with
+    :meth:`describe`.
+
+    >>> from streamtable import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").filter(lambda k, v: v).to("out")
+    >>> print(b.build().describe())  # doctest: +ELLIPSIS
+    Topologies:
+       Sub-topology: 0
+        Source: KSTREAM-SOURCE-0000000000 (topics: [in])
+    ...
+    """
+
+    def __init__(
+        self,
+        nodes: dict[str, Node],
+        stores: dict[str, StoreSpec],
+        topics: dict[str, TopicSpec],
+    ) -> None:
+        self.nodes = nodes
+        self.stores = stores
+        self.topics = topics
+        self.subtopologies = self._split()
+        self._check_copartitioning_declared()
+
+    # -- structure -------------------------------------------------------------------------
+    def _split(self) -> list[SubTopology]:
+        parent: dict[str, str] = {n: n for n in self.nodes}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        def union(a: str, b: str) -> None:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[rb] = ra
+
+        store_users: dict[str, str] = {}
+        for node in self.nodes.values():
+            for p in node.parents:
+                union(p, node.name)
+            for s in node.stores:
+                if s in store_users:
+                    union(store_users[s], node.name)
+                else:
+                    store_users[s] = node.name
+        order = list(self.nodes)
+        groups: dict[str, list[str]] = {}
+        for name in order:
+            groups.setdefault(find(name), []).append(name)
+        result = []
+        for i, members in enumerate(sorted(groups.values(), key=lambda m: order.index(m[0]))):
+            sources: list[str] = []
+            sinks: list[str] = []
+            stores: list[str] = []
+            for name in members:
+                node = self.nodes[name]
+                if node.kind is NodeKind.SOURCE:
+                    sources.extend(t for t in node.topics if t not in sources)
+                elif node.kind is NodeKind.SINK:
+                    sinks.extend(t for t in node.topics if t not in sinks)
+                stores.extend(s for s in node.stores if s not in stores)
+            result.append(SubTopology(i, members, sources, sinks, stores))
+        return result
+
+    def _check_copartitioning_declared(self) -> None:
+        seen: dict[str, int] = {}
+        for st in self.subtopologies:
+            for t in st.source_topics:
+                if t in seen and seen[t] != st.id:
+                    raise TopologyError(
+                        f"topic {t!r} is read by sub-topologies {seen[t]} and {st.id}; "
+                        "read it once and share the stream or table instead"
+                    )
+                seen[t] = st.id
+
+    def subtopology_of_topic(self, topic: str) -> SubTopology | None:
+        for st in self.subtopologies:
+            if topic in st.source_topics:
+                return st
+        return None
+
+    @property
+    def source_topics(self) -> list[str]:
+        """External topics the application reads."""
+        return [
+            t for st in self.subtopologies for t in st.source_topics if not self.topics[t].internal
+        ]
+
+    @property
+    def sink_topics(self) -> list[str]:
+        """External topics the application writes."""
+        out: list[str] = []
+        for st in self.subtopologies:
+            out.extend(t for t in st.sink_topics if not self.topics[t].internal and t not in out)
+        return out
+
+    @property
+    def repartition_topics(self) -> list[str]:
+        return [t.name for t in self.topics.values() if t.kind == "repartition"]
+
+    def internal_topic_name(self, application_id: str, topic: str) -> str:
+        """The real name of ``topic`` for an application: internal topics are prefixed."""
+        return f"{application_id}-{topic}" if self.topics[topic].internal else topic
+
+    # -- description -----------------------------------------------------------------------
+    def describe(self) -> str:
+        """Kafka Streams style text: sub-topologies, their nodes and stores, then the internal
+        topics (repartition and changelog) the application needs."""
+        lines = ["Topologies:"]
+        for st in self.subtopologies:
+            lines.append(f"   Sub-topology: {st.id}")
+            for name in st.nodes:
+                node = self.nodes[name]
+                if node.kind is NodeKind.SOURCE:
+                    lines.append(f"    Source: {name} (topics: [{', '.join(node.topics)}])")
+                elif node.kind is NodeKind.SINK:
+                    lines.append(f"    Sink: {name} (topic: {node.topics[0]})")
+                else:
+                    lines.append(f"    Processor: {name} (stores: [{', '.join(node.stores)}])")
+                if node.kind is not NodeKind.SINK:
+                    lines.append(f"      --> {', '.join(node.children) or 'none'}")
+                if node.parents:
+                    lines.append(f"      <-- {', '.join(node.parents)}")
+            lines.append("")
+        internal = [t for t in self.topics.values() if t.internal]
+        changelogs = [s for s in self.stores.values() if s.logging]
+        if internal or changelogs:
+            lines.append("Internal topics (prefixed with <application.id>-):")
+            for t in internal:
+                lines.append(f"    {t.kind}: {t.name}")
+            for s in changelogs:
+                lines.append(f"    changelog: {s.name}-changelog (store: {s.name})")
+        return "\n".join(lines).rstrip() + "\n"
+
+    def __str__(self) -> str:
+        return self.describe()

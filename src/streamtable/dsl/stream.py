@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl.builder import StreamsBuilder, with_key
 from streamtable.dsl.materialized import Materialized
@@ -64,7 +65,9 @@ class KStream:
         fn = with_key(mapper, "map_values")
         return self._then("KSTREAM-MAPVALUES", lambda: sl.StreamMapValues(fn), named)
 
-    def select_key(self, selector: Callable[[Any, Any], Any], *, named: str | None = None) -> KStream:
+    def select_key(
+        self, selector: Callable[[Any, Any], Any], *, named: str | None = None
+    ) -> KStream:
         """``selector(key, value)`` gives the new key."""
         return self._then(
             "KSTREAM-KEY-SELECT", lambda: sl.StreamSelectKey(selector), named, key_changing=True
@@ -218,11 +221,11 @@ class BranchedKStream:
         branch_node = b.new_name("KSTREAM-BRANCH")
         children: list[tuple[Callable[[Any, Any], bool] | None, str]] = []
         child_names = [b.new_name("KSTREAM-BRANCHCHILD") for _ in self._branches]
-        for (pred, _label), child in zip(self._branches, child_names):
+        for (pred, _label), child in zip(self._branches, child_names, strict=True):
             children.append((pred, child))
         b.add_node(branch_node, lambda: sl.StreamBranch(children), [self._stream._node])
         result = {}
-        for (_pred, label), child in zip(self._branches, child_names):
+        for (_pred, label), child in zip(self._branches, child_names, strict=True):
             b.add_node(child, sl.PassThrough, [branch_node])
             result[label] = KStream(b, child, self._stream._repartition_required)
         return result

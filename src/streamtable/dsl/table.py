@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl.builder import StreamsBuilder, with_key
 from streamtable.dsl.materialized import Materialized

@@ -3,7 +3,8 @@ subtractor to the old value before the adder to the new one."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from streamtable.processors.api import Change, Record
 from streamtable.processors.table import StoringProcessor

@@ -6,7 +6,8 @@ Operators downstream of a KTable receive records whose value is a :class:`Change
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from streamtable.processors.task import Task

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from streamtable.processors.api import Change, Processor, Record
 from streamtable.processors.cache import ChangeForwarder

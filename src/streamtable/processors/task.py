@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from streamtable.config import StreamsConfig
 from streamtable.errors import DeserializationError, ProcessingError, RecordError

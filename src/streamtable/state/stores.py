@@ -6,7 +6,8 @@ stores. Users query them through :class:`ReadOnlyKeyValueStore`, which shows val
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Protocol
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 _MISSING = object()
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from streamtable.config import StreamsConfig
 from streamtable.processors.api import Headers, RawRecord

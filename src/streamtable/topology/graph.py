@@ -9,8 +9,9 @@ partition in every driver.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from streamtable.errors import TopologyError
 from streamtable.processors.api import Processor

@@ -1,0 +1,34 @@
+"""topology.describe(): sub-topologies, processors, stores and internal topics."""
+
+from __future__ import annotations
+
+from streamtable import StreamsBuilder
+
+
+def test_describe_share_holders_shows_two_subtopologies_and_internal_topics():
+    b = StreamsBuilder()
+    (b.table("share-holders", materialized="share-holder-store")
+        .filter(lambda k, p: True)
+        .group_by(lambda k, p: (p["client"], {p["id"]}))
+        .reduce(lambda a, v: a | v, lambda a, v: (a - v) or None, "us-share-holders"))
+    text = b.build().describe()
+    assert text.startswith("Topologies:\n   Sub-topology: 0\n")
+    assert "    Source: KSTREAM-SOURCE-0000000000 (topics: [share-holders])\n" in text
+    assert "    Processor: KTABLE-SOURCE-0000000001 (stores: [share-holder-store])\n" in text
+    assert "    Sink: KSTREAM-SINK-0000000004 (topic: us-share-holders-repartition)\n" in text
+    assert "   Sub-topology: 1\n" in text
+    # the same processor name Kafka Streams logs in the seed
+    assert "    Processor: KTABLE-REDUCE-0000000006 (stores: [us-share-holders])\n" in text
+    assert "    repartition: us-share-holders-repartition\n" in text
+    assert "    changelog: us-share-holders-changelog (store: us-share-holders)\n" in text
+    assert "      <-- KTABLE-FILTER-0000000002\n" in text
+
+
+def test_describe_lists_children_and_parents():
+    b = StreamsBuilder()
+    b.stream("in", named="source").filter(lambda k, v: v, named="keep").to("out", named="sink")
+    text = b.build().describe()
+    assert "    Source: source (topics: [in])\n      --> keep\n" in text
+    assert "    Processor: keep (stores: [])\n      --> sink\n      <-- source\n" in text
+    assert "    Sink: sink (topic: out)\n      <-- keep\n" in text
+    assert "Internal topics" not in text

@@ -1,0 +1,1 @@
+"""Runtimes that execute a topology for real (the test driver lives in streamtable.testing)."""

@@ -1,0 +1,344 @@
+"""StreamsApp: a topology running as one Spark Structured Streaming query.
+
+Each micro-batch runs every sub-topology as a stage: the stage's records are routed to their
+task (the source partition, or the hash of the key for repartitioned records), each task runs the
+shared processors over its records and commits its state (see ``state.py``), and the records for
+Kafka and the changes of queryable stores are written once per batch id.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from pyspark import cloudpickle
+
+from streamtable.config import StreamsConfig
+from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
+from streamtable.runtime.spark.stage import (
+    KIND_EXTERNAL,
+    KIND_INTERNAL,
+    KIND_STORE,
+    OUTPUT_DDL,
+    RECORD_FIELDS,
+    StageRunner,
+)
+from streamtable.serving.sqlite import SqliteServingStore, StoreView
+from streamtable.topology.graph import Topology
+
+log = logging.getLogger("streamtable.app")
+
+RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
+
+
+class OutputWriter(Protocol):
+    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None: ...
+
+
+class KafkaOutput:
+    """Produces a batch's records to Kafka exactly once per batch id."""
+
+    def __init__(self, bootstrap_servers: str, app_id: str, commit_dir: str,
+                 producer_config: Mapping[str, Any] | None = None) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.app_id = app_id
+        self.commit_dir = commit_dir
+        self.producer_config = dict(producer_config or {})
+
+    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None:
+        from streamtable.kafka.sink import produce_rows
+
+        produce_rows(self.bootstrap_servers, records, batch_id, self.app_id,
+                     commit_dir=self.commit_dir, producer_config=self.producer_config)
+
+
+class StreamsApp:
+    """Runs a topology on Spark.
+
+    >>> app = StreamsApp(topology, application_id="us-share-holders",      # doctest: +SKIP
+    ...                  bootstrap_servers="localhost:9092", state_dir=".streamtable")
+    >>> app.start()                                                        # doctest: +SKIP
+    >>> app.store("us-share-holders").get("client1")                       # doctest: +SKIP
+    {1, 3}
+    >>> app.stop()                                                         # doctest: +SKIP
+
+    Settings use Kafka Streams' keys: ``application.id``, ``bootstrap.servers``,
+    ``commit.interval.ms`` (the trigger interval), ``cache.max.bytes.buffering`` (0: forward every
+    change; otherwise the last change per key per batch), ``default.key.serde`` ...; and
+    ``max.records.per.batch`` caps a micro-batch (the throughput/latency dial).
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        application_id: str | None = None,
+        bootstrap_servers: str | None = None,
+        state_dir: str | Path | None = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        master: str | None = None,
+        spark: Any = None,
+        output: OutputWriter | None = None,
+        development_broker: bool = False,
+    ) -> None:
+        settings = dict(config or {})
+        if application_id:
+            settings["application.id"] = application_id
+        if bootstrap_servers:
+            settings["bootstrap.servers"] = bootstrap_servers
+        if state_dir is not None:
+            settings["state.dir"] = str(state_dir)
+        self.config = StreamsConfig(settings)
+        self.topology = topology
+        self.application_id = self.config.application_id
+        self.app_dir = Path(self.config["state.dir"]) / self.application_id
+        self.checkpoint_dir = self.app_dir / "checkpoint"
+        self.state_root = str((self.app_dir / "tasks").resolve())
+        self.serving = SqliteServingStore(self.app_dir / "serving.db")
+        self.master = master
+        self._spark = spark
+        self._output = output
+        self.development_broker = development_broker
+        self._query: Any = None
+        self._plan: QueryPlan | None = None
+        self._blob = cloudpickle.dumps(topology)
+        self.last_batch_seconds = 0.0
+        self.batches = 0
+
+    # -- setup -----------------------------------------------------------------------------
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            from streamtable.runtime.spark.session import spark_session
+
+            self._spark = spark_session(self.master, f"streamtable-{self.application_id}")
+        return self._spark
+
+    def prepare(self, source_partitions: Mapping[str, int] | None = None) -> QueryPlan:
+        """Plan the query: task counts from the source topics' partition counts (read from
+        Kafka unless given), routing labels, and the topics the application needs."""
+        if source_partitions is None:
+            source_partitions = self._setup_topics()
+        plan = plan_query(self.topology, self.application_id, source_partitions,
+                          self.config.get("num.partitions"))
+        for stage in plan.stages:
+            if stage.partitions not in plan.labels:
+                plan.labels[stage.partitions] = routing_labels(self.spark, stage.partitions)
+        self._plan = plan
+        return plan
+
+    def _setup_topics(self) -> dict[str, int]:
+        from streamtable.kafka.admin import ensure_topics, partition_counts
+
+        bootstrap = self.config["bootstrap.servers"]
+        counts = partition_counts(bootstrap, self.topology.source_topics)
+        p = max(counts.values()) if counts else 1
+        outputs = {t: p for t in self.topology.sink_topics}
+        dlq = self.config.dead_letter_topic
+        if dlq:
+            outputs[dlq] = p
+        if outputs:
+            ensure_topics(bootstrap, outputs)
+        return counts
+
+    def _output_writer(self) -> OutputWriter:
+        if self._output is None:
+            self._output = KafkaOutput(
+                self.config["bootstrap.servers"], self.application_id,
+                str(self.checkpoint_dir / "sink"),
+            )
+        return self._output
+
+    # -- one micro-batch -------------------------------------------------------------------
+    def process_batch(self, df: Any, batch_id: int) -> None:
+        """Run every stage over one micro-batch (``foreachBatch``); ``df`` has the Kafka
+        source's columns: topic, partition, offset, timestamp, key, value, headers."""
+        from pyspark.sql import functions as F
+
+        plan = self._plan or self.prepare()
+        started = time.monotonic()
+        external_readers = sum(1 for s in plan.stages if s.external_inputs)
+        source = df.select(*RECORD_COLUMNS)
+        cached = []
+        if external_readers > 1:
+            source = source.persist()
+            cached.append(source)
+        outputs: dict[int, Any] = {}
+        results = []
+        for stage in plan.stages:
+            parts = []
+            if stage.external_inputs:
+                parts.append(source.where(F.col("topic").isin(stage.external_inputs))
+                             .withColumn("_route", F.col("partition")))
+            for up in stage.upstream:
+                parts.append(
+                    outputs[up]
+                    .where((F.col("kind") == KIND_INTERNAL)
+                           & F.col("topic").isin(stage.internal_inputs))
+                    .select(*RECORD_COLUMNS)
+                    .withColumn("_route", F.expr(f"pmod(hash(key), {stage.partitions})"))
+                )
+            stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
+            labels = F.array(*[F.lit(x) for x in plan.labels[stage.partitions]])
+            routed = (stage_input
+                      .withColumn("_label", F.element_at(labels, F.col("_route") + 1))
+                      .repartition(stage.partitions, "_label")
+                      .select(*RECORD_COLUMNS))
+            runner = StageRunner(
+                self._blob, stage.subtopology, batch_id, self.state_root,
+                self.config.as_dict(), plan.internal_topics, stage.queryable_stores,
+            )
+            out = routed.mapInArrow(runner, OUTPUT_DDL)
+            if stage.consumed_later:
+                out = out.persist()
+                cached.append(out)
+            outputs[stage.subtopology] = out
+            results.append(out.where(F.col("kind") != KIND_INTERNAL))
+        try:
+            table = functools.reduce(lambda a, b: a.unionByName(b), results).toArrow()
+            self._write_results(batch_id, table)
+        finally:
+            for c in cached:
+                c.unpersist()
+        self.last_batch_seconds = time.monotonic() - started
+        self.batches += 1
+
+    def _write_results(self, batch_id: int, table: Any) -> None:
+        kinds = table.column("kind").to_pylist()
+        topics = table.column("topic").to_pylist()
+        keys = table.column("key").to_pylist()
+        values = table.column("value").to_pylist()
+        partitions = table.column("partition").to_pylist()
+        external = []
+        store_changes = []
+        if any(k == KIND_EXTERNAL for k in kinds):
+            timestamps = table.column("timestamp").to_pylist()
+            headers = table.column("headers").to_pylist()
+            for i, kind in enumerate(kinds):
+                if kind == KIND_EXTERNAL:
+                    external.append({
+                        "topic": topics[i], "key": keys[i], "value": values[i],
+                        "timestamp": timestamps[i], "partition": partitions[i],
+                        "headers": [(h["key"], h["value"]) for h in headers[i] or ()],
+                    })
+        for i, kind in enumerate(kinds):
+            if kind == KIND_STORE:
+                store_changes.append((topics[i], keys[i], values[i], partitions[i]))
+        if external:
+            self._output_writer().write(batch_id, external)
+        self.serving.apply(batch_id, store_changes)
+        log.debug("batch %d: %d records out, %d store changes", batch_id, len(external),
+                  len(store_changes))
+
+    # -- the streaming query ---------------------------------------------------------------
+    def start(self, *, available_now: bool = False) -> StreamsApp:
+        """Start the query (in the background). With ``available_now`` it processes what the
+        source topics hold now, in batches, and stops."""
+        from streamtable.kafka.source import register
+
+        spark = self.spark
+        plan = self.prepare()
+        register(spark)
+        reader = (spark.readStream.format("streamtable-kafka")
+                  .option("bootstrap.servers", self.config["bootstrap.servers"])
+                  .option("topics", ",".join(plan.source_topics))
+                  .option("group.id", self.application_id))
+        max_records = self.config.get("max.records.per.batch")
+        if max_records:
+            reader = reader.option("max.records.per.batch", str(max_records))
+        if self.development_broker:
+            from streamtable.kafka.broker import development_source_options
+
+            for k, v in development_source_options().items():
+                reader = reader.option(k, v)
+        writer = (reader.load().writeStream
+                  .queryName(self.application_id)
+                  .option("checkpointLocation", str(self.checkpoint_dir / "query"))
+                  .foreachBatch(self.process_batch))
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            interval = int(self.config["commit.interval.ms"])
+            if interval > 0:
+                writer = writer.trigger(processingTime=f"{interval} milliseconds")
+        _ensure_progress_listener(spark)
+        self._query = writer.start()
+        log.info("started %s on %s: %d stages, tasks %s", self.application_id,
+                 spark.sparkContext.master, len(plan.stages),
+                 [s.partitions for s in plan.stages])
+        return self
+
+    def run_until_caught_up(self, timeout: float | None = None) -> None:
+        """Process everything the source topics hold now, then stop."""
+        self.start(available_now=True)
+        self.await_termination(timeout)
+
+    def process_all_available(self) -> None:
+        """Block until every record available now has been processed."""
+        self._query.processAllAvailable()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            self._query.awaitTermination()
+            return True
+        return bool(self._query.awaitTermination(timeout))
+
+    @property
+    def is_running(self) -> bool:
+        return self._query is not None and self._query.isActive
+
+    def stop(self) -> None:
+        """Stop the query; a later ``start()`` resumes from the checkpoint."""
+        if self._query is not None:
+            self._query.stop()
+            self._query = None
+
+    def store(self, name: str) -> StoreView:
+        """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``)."""
+        spec = self.topology.stores.get(name)
+        if spec is None or not spec.queryable:
+            queryable = sorted(s for s, v in self.topology.stores.items() if v.queryable)
+            raise KeyError(f"no queryable store named {name!r}; queryable stores: {queryable}")
+        return self.serving.view(name)
+
+    def __enter__(self) -> StreamsApp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_LISTENERS: set[int] = set()
+
+
+def _ensure_progress_listener(spark: Any) -> None:
+    """One log line per micro-batch: records in, time taken, rate."""
+    if id(spark) in _LISTENERS:
+        return
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _Progress(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            p = event.progress
+            rows = p.numInputRows
+            if rows == 0:
+                return
+            ms = p.batchDuration or 1
+            log.info("%s batch %d: %d records in %.2f s (%.0f records/s)",
+                     p.name, p.batchId, rows, ms / 1000, rows * 1000 / ms)
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            if event.exception:
+                log.error("query %s failed: %s", event.id, event.exception)
+
+    spark.streams.addListener(_Progress())
+    _LISTENERS.add(id(spark))

@@ -1,0 +1,116 @@
+"""How a topology runs as one Spark query: stage order, task counts and routing labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from streamtable.errors import TopologyError
+from streamtable.topology.graph import Topology
+
+
+@dataclass
+class StagePlan:
+    subtopology: int
+    partitions: int
+    external_inputs: list[str]  # real topic names
+    internal_inputs: list[str]  # real names of repartition topics read
+    upstream: list[int]
+    queryable_stores: list[str]
+    consumed_later: bool = False
+
+
+@dataclass
+class QueryPlan:
+    stages: list[StagePlan]
+    internal_topics: set[str]
+    source_topics: list[str]
+    sink_topics: list[str]
+    labels: dict[int, list[int]] = field(default_factory=dict)
+
+
+def plan_query(topology: Topology, application_id: str,
+               source_partitions: Mapping[str, int],
+               default_partitions: int | None = None) -> QueryPlan:
+    """Order the sub-topologies so that each comes after those writing its repartition topics,
+    and give each its task count: the partition count of its source topics (which must agree,
+    as Kafka Streams requires for co-partitioning), or for a sub-topology fed only by
+    repartition topics the largest task count upstream."""
+    real = {t: topology.internal_topic_name(application_id, t) for t in topology.topics}
+    writers: dict[str, int] = {}
+    for st in topology.subtopologies:
+        for t in st.sink_topics:
+            if topology.topics[t].internal:
+                writers[t] = st.id
+    upstream: dict[int, list[int]] = {}
+    for st in topology.subtopologies:
+        ups = []
+        for t in st.source_topics:
+            if topology.topics[t].internal:
+                if t not in writers:
+                    raise TopologyError(f"repartition topic {t!r} has no writer")
+                if writers[t] not in ups:
+                    ups.append(writers[t])
+        upstream[st.id] = ups
+    order: list[int] = []
+    done: set[int] = set()
+    pending = [st.id for st in topology.subtopologies]
+    while pending:
+        ready = [s for s in pending if all(u in done for u in upstream[s])]
+        if not ready:
+            raise TopologyError(f"sub-topologies {pending} form a cycle through internal topics")
+        for s in ready:
+            order.append(s)
+            done.add(s)
+            pending.remove(s)
+    partitions: dict[int, int] = {}
+    stages: list[StagePlan] = []
+    for sid in order:
+        st = topology.subtopologies[sid]
+        external = [t for t in st.source_topics if not topology.topics[t].internal]
+        internal = [t for t in st.source_topics if topology.topics[t].internal]
+        counts = {t: source_partitions[t] for t in external}
+        if len(set(counts.values())) > 1:
+            raise TopologyError(
+                f"sub-topology {sid} reads topics with different partition counts {counts}: "
+                "they must be co-partitioned (the same number of partitions)"
+            )
+        if counts:
+            p = next(iter(counts.values()))
+        else:
+            explicit = [topology.topics[t].partitions for t in internal
+                        if topology.topics[t].partitions]
+            p = max(explicit) if explicit else max(
+                [partitions[u] for u in upstream[sid]] or [default_partitions or 1]
+            )
+        partitions[sid] = p
+        stages.append(StagePlan(
+            sid, p, external, [real[t] for t in internal], upstream[sid],
+            [s for s in st.stores if topology.stores[s].queryable],
+        ))
+    for stage in stages:
+        for u in stage.upstream:
+            next(s for s in stages if s.subtopology == u).consumed_later = True
+    return QueryPlan(
+        stages=stages,
+        internal_topics={real[t] for t, spec in topology.topics.items() if spec.internal},
+        source_topics=topology.source_topics,
+        sink_topics=topology.sink_topics,
+    )
+
+
+def routing_labels(spark: Any, partitions: int) -> list[int]:
+    """Values ``L[t]`` with ``pmod(hash(L[t]), partitions) == t`` under Spark's own hash, so that
+    ``repartition(partitions, label)`` puts task ``t`` on Spark partition ``t``."""
+    from pyspark.sql import functions as F
+
+    rows = (spark.range(0, 64 * partitions)
+            .select("id", F.expr(f"pmod(hash(id), {partitions})").alias("t"))
+            .collect())
+    labels: dict[int, int] = {}
+    for r in rows:
+        labels.setdefault(int(r["t"]), int(r["id"]))
+    missing = [t for t in range(partitions) if t not in labels]
+    if missing:
+        raise RuntimeError(f"no routing label found for tasks {missing}")
+    return [labels[t] for t in range(partitions)]

@@ -1,0 +1,58 @@
+"""The SparkSession streamtable runs on."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+log = logging.getLogger(__name__)
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+def worker_pythonpath() -> str:
+    """PYTHONPATH for Python workers: streamtable itself plus the driver's import path, so
+    workers import the same application modules."""
+    entries = [_PACKAGE_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
+    existing = os.environ.get("PYTHONPATH")
+    if existing:
+        entries.append(existing)
+    seen: list[str] = []
+    for e in entries:
+        if e not in seen:
+            seen.append(e)
+    return os.pathsep.join(seen)
+
+
+def spark_session(master: str | None = None, app_name: str = "streamtable",
+                  conf: Mapping[str, Any] | None = None) -> Any:
+    """Get or create the SparkSession: ``local[*]`` unless a master is given (any Spark master
+    URL works: ``spark://host:7077``, ``yarn``, ``k8s://...``)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = worker_pythonpath()
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master or os.environ.get("STREAMTABLE_SPARK_MASTER")
+                                    or "local[*]")
+        .appName(app_name)
+        # our stages choose their own partitioning: adaptive coalescing would merge tasks
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+        .config("spark.driver.memory", os.environ.get("STREAMTABLE_DRIVER_MEMORY", "2g"))
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, str(v))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("STREAMTABLE_SPARK_LOG_LEVEL", "WARN"))
+    return spark

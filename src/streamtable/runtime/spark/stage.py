@@ -1,0 +1,189 @@
+"""One sub-topology over one batch, inside a Spark task (``mapInArrow``).
+
+The Spark partition index is the task id. The function reads the task's records of the batch,
+restores the task's state as of the previous batch, runs the same :class:`Task` the test driver
+runs, commits the state and returns every record the task produced plus the changes of its
+queryable stores.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import pickle
+from itertools import groupby
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from streamtable.config import StreamsConfig
+from streamtable.processors.api import Headers, RawRecord
+from streamtable.processors.task import Task
+from streamtable.runtime.spark.state import checkin, checkout
+from streamtable.topology.graph import Topology
+
+log = logging.getLogger(__name__)
+
+KIND_INTERNAL = 0  # to a repartition topic: input of a later stage of the same batch
+KIND_EXTERNAL = 1  # to a Kafka topic
+KIND_STORE = 2  # a change of a queryable store, for the serving store
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+RECORD_FIELDS = [
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp", pa.int64()),
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("headers", HEADERS_TYPE),
+]
+OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS)
+OUTPUT_DDL = (
+    "kind tinyint, topic string, partition int, offset bigint, timestamp bigint, key binary, "
+    "value binary, headers array<struct<key:string,value:binary>>"
+)
+
+_TOPOLOGIES: dict[int, Topology] = {}
+
+
+def _topology(blob: bytes) -> Topology:
+    key = hash(blob)
+    topo = _TOPOLOGIES.get(key)
+    if topo is None:
+        from pyspark import cloudpickle
+
+        topo = _TOPOLOGIES[key] = cloudpickle.loads(blob)
+    return topo
+
+
+class _Collector:
+    """Gathers a task's output columns."""
+
+    def __init__(self, internal_topics: set[str], task_id: int) -> None:
+        self.internal = internal_topics
+        self.task_id = task_id
+        self.kind: list[int] = []
+        self.topic: list[str] = []
+        self.partition: list[int | None] = []
+        self.offset: list[int] = []
+        self.timestamp: list[int] = []
+        self.key: list[bytes | None] = []
+        self.value: list[bytes | None] = []
+        self.headers: list[Any] = []
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+             headers: Headers, partition: int | None) -> None:
+        internal = topic in self.internal
+        self.kind.append(KIND_INTERNAL if internal else KIND_EXTERNAL)
+        self.topic.append(topic)
+        self.partition.append(self.task_id if internal else partition)
+        self.offset.append(len(self.offset))
+        self.timestamp.append(timestamp)
+        self.key.append(key)
+        self.value.append(value)
+        self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+    def add_store_changes(self, store: str, changes: dict[Any, Any]) -> None:
+        dumps = pickle.dumps
+        for k, v in changes.items():
+            self.kind.append(KIND_STORE)
+            self.topic.append(store)
+            self.partition.append(self.task_id)
+            self.offset.append(len(self.offset))
+            self.timestamp.append(-1 if v is None else v[1])
+            self.key.append(dumps(k, protocol=5))
+            self.value.append(None if v is None else dumps(v, protocol=5))
+            self.headers.append(None)
+
+    def to_batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.kind, pa.int8()),
+                pa.array(self.topic, pa.string()),
+                pa.array(self.partition, pa.int32()),
+                pa.array(self.offset, pa.int64()),
+                pa.array(self.timestamp, pa.int64()),
+                pa.array(self.key, pa.binary()),
+                pa.array(self.value, pa.binary()),
+                pa.array(self.headers, HEADERS_TYPE),
+            ],
+            schema=OUTPUT_SCHEMA,
+        )
+
+
+def ordered_records(table: pa.Table) -> Iterator[RawRecord]:
+    """The task's records in Kafka Streams' order: each (topic, partition) in offset order, and
+    across them always the one whose next record has the smallest timestamp."""
+    if table.num_rows == 0:
+        return iter(())
+    table = table.sort_by([("topic", "ascending"), ("partition", "ascending"),
+                           ("offset", "ascending")])
+    topics = table.column("topic").to_pylist()
+    partitions = table.column("partition").to_pylist()
+    offsets = table.column("offset").to_pylist()
+    timestamps = table.column("timestamp").to_pylist()
+    keys = table.column("key").to_pylist()
+    values = table.column("value").to_pylist()
+    hcol = table.column("headers")
+    headers: list[Any] = (
+        hcol.to_pylist() if hcol.null_count < len(hcol) else [None] * table.num_rows
+    )
+    records = [
+        RawRecord(t, p, o, ts, k, v,
+                  tuple((h["key"], h["value"]) for h in hs) if hs else ())
+        for t, p, o, ts, k, v, hs in zip(
+            topics, partitions, offsets, timestamps, keys, values, headers, strict=True
+        )
+    ]
+    runs = [list(g) for _, g in groupby(records, key=lambda r: (r.topic, r.partition))]
+    if len(runs) == 1:
+        return iter(runs[0])
+    return heapq.merge(*runs, key=lambda r: r.timestamp)
+
+
+class StageRunner:
+    """The ``mapInArrow`` function of one sub-topology for one batch."""
+
+    def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int, state_root: str,
+                 config: dict[str, Any], internal_topics: set[str],
+                 queryable_stores: list[str]) -> None:
+        self.topology_blob = topology_blob
+        self.subtopology = subtopology
+        self.batch_id = batch_id
+        self.state_root = state_root
+        self.config = config
+        self.internal_topics = internal_topics
+        self.queryable_stores = queryable_stores
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task_id = ctx.partitionId() if ctx is not None else 0
+        table = pa.Table.from_batches(list(batches), schema=_input_schema())
+        yield self.run(task_id, table)
+
+    def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
+        topology = _topology(self.topology_blob)
+        sub = topology.subtopologies[self.subtopology]
+        directory = f"{self.state_root}/{self.subtopology}/{task_id}"
+        state_store, state = checkout(directory, self.batch_id - 1)
+        collector = _Collector(self.internal_topics, task_id)
+        task = Task(topology, sub, task_id, StreamsConfig(self.config),
+                    lambda spec, _p: state.store(spec.name), collector)
+        task.stream_time = state.stream_time
+        for raw in ordered_records(table):
+            task.process(raw)
+        task.commit()
+        state.stream_time = task.stream_time
+        changes = state_store.commit(state, self.batch_id)
+        checkin(directory, state)
+        for name in self.queryable_stores:
+            if changes.get(name):
+                collector.add_store_changes(name, changes[name])
+        return collector.to_batch()
+
+
+def _input_schema() -> pa.Schema:
+    return pa.schema(RECORD_FIELDS)

@@ -1,0 +1,173 @@
+"""The embedded serving store: SQLite in the application's state directory.
+
+The Spark runtime applies each batch's changes of the queryable stores here in one transaction
+together with the batch id, so a replayed batch changes nothing twice. Any process on the machine
+can read it while the application runs.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from streamtable.state.stores import key_order
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    store TEXT NOT NULL,
+    key BLOB NOT NULL,
+    value BLOB NOT NULL,
+    task INTEGER NOT NULL,
+    PRIMARY KEY (store, key)
+);
+CREATE TABLE IF NOT EXISTS applied (id INTEGER PRIMARY KEY CHECK (id = 0), batch INTEGER NOT NULL);
+"""
+
+
+def _key_bytes(key: Any) -> bytes:
+    return pickle.dumps(key, protocol=5)
+
+
+class SqliteServingStore:
+    """All queryable stores of one application.
+
+    >>> import tempfile, os
+    >>> s = SqliteServingStore(os.path.join(tempfile.mkdtemp(), "serving.db"))
+    >>> s.apply(0, [("counts", pickle.dumps("a"), pickle.dumps((3, 100)), 0)])
+    True
+    >>> s.view("counts").get("a")
+    3
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as c:
+            c.executescript(_SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def last_batch(self) -> int:
+        row = self._conn().execute("SELECT batch FROM applied WHERE id = 0").fetchone()
+        return -1 if row is None else int(row[0])
+
+    def apply(self, batch_id: int,
+              changes: Iterable[tuple[str, bytes, bytes | None, int]]) -> bool:
+        """Apply ``(store, key, value or None, task)`` changes of ``batch_id`` once; returns False
+        when the batch was applied before."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT batch FROM applied WHERE id = 0").fetchone()
+            if row is not None and row[0] >= batch_id:
+                conn.execute("ROLLBACK")
+                return False
+            upserts = []
+            deletes = []
+            for store, key, value, task in changes:
+                if value is None:
+                    deletes.append((store, key))
+                else:
+                    upserts.append((store, key, value, task))
+            conn.executemany("DELETE FROM kv WHERE store = ? AND key = ?", deletes)
+            conn.executemany(
+                "INSERT INTO kv (store, key, value, task) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (store, key) DO UPDATE SET value = excluded.value, "
+                "task = excluded.task",
+                upserts,
+            )
+            conn.execute(
+                "INSERT INTO applied (id, batch) VALUES (0, ?) "
+                "ON CONFLICT (id) DO UPDATE SET batch = excluded.batch",
+                (batch_id,),
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def view(self, store: str) -> StoreView:
+        return StoreView(self, store)
+
+    def stores(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT DISTINCT store FROM kv ORDER BY 1")]
+
+    def reset(self) -> None:
+        conn = self._conn()
+        conn.execute("DELETE FROM kv")
+        conn.execute("DELETE FROM applied")
+
+
+class StoreView:
+    """Read-only queries of one store, like Kafka Streams' ``ReadOnlyKeyValueStore``:
+    ``get``, ``all``, ``range``, ``prefix_scan``, ``approximate_num_entries``."""
+
+    def __init__(self, serving: SqliteServingStore, name: str) -> None:
+        self._serving = serving
+        self.name = name
+
+    def get(self, key: Any) -> Any:
+        row = self._serving._conn().execute(
+            "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, _key_bytes(key))
+        ).fetchone()
+        return None if row is None else pickle.loads(row[0])[0]
+
+    def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
+        row = self._serving._conn().execute(
+            "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, _key_bytes(key))
+        ).fetchone()
+        return None if row is None else pickle.loads(row[0])
+
+    def _rows(self) -> list[tuple[Any, Any]]:
+        rows = self._serving._conn().execute(
+            "SELECT key, value FROM kv WHERE store = ?", (self.name,)
+        ).fetchall()
+        items = [(pickle.loads(k), pickle.loads(v)[0]) for k, v in rows]
+        items.sort(key=lambda kv: key_order(kv[0]))
+        return items
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        return iter(self._rows())
+
+    def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
+        lo = None if from_key is None else key_order(from_key)
+        hi = None if to_key is None else key_order(to_key)
+        for k, v in self._rows():
+            ko = key_order(k)
+            if (lo is None or ko >= lo) and (hi is None or ko <= hi):
+                yield k, v
+
+    def prefix_scan(self, prefix: str | bytes) -> Iterator[tuple[Any, Any]]:
+        for k, v in self._rows():
+            if isinstance(k, type(prefix)) and k.startswith(prefix):  # type: ignore[arg-type]
+                yield k, v
+
+    def keys_of_task(self, task: int) -> list[Any]:
+        """Keys held by one task (partition): how work such as emails is sharded."""
+        rows = self._serving._conn().execute(
+            "SELECT key FROM kv WHERE store = ? AND task = ?", (self.name, task)
+        ).fetchall()
+        return sorted((pickle.loads(r[0]) for r in rows), key=key_order)
+
+    def approximate_num_entries(self) -> int:
+        return int(self._serving._conn().execute(
+            "SELECT COUNT(*) FROM kv WHERE store = ?", (self.name,)
+        ).fetchone()[0])
+
+    def to_dict(self) -> dict[Any, Any]:
+        return dict(self._rows())
+
+    def __len__(self) -> int:
+        return self.approximate_num_entries()

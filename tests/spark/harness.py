@@ -1,0 +1,89 @@
+"""Run a topology through the test driver and through the Spark runtime, batch by batch."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from streamtable import TopologyTestDriver
+from streamtable.kafka.sink import default_partition
+from streamtable.runtime.spark import StreamsApp
+from streamtable.serde import JSON
+
+SOURCE_SCHEMA = (
+    "topic string, partition int, offset bigint, timestamp bigint, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>"
+)
+
+
+class MemoryOutput:
+    """Collects what the runtime would produce to Kafka, per batch (a replay replaces)."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[dict[str, Any]]] = {}
+
+    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None:
+        self.batches[batch_id] = records
+
+    def topic(self, name: str) -> list[tuple[Any, Any]]:
+        out = []
+        for b in sorted(self.batches):
+            for r in self.batches[b]:
+                if r["topic"] == name:
+                    out.append((JSON.deserialize(name, r["key"]),
+                                JSON.deserialize(name, r["value"])))
+        return out
+
+
+def run_driver(topology, records, outputs, cache: bool):
+    driver = TopologyTestDriver(
+        topology, {"cache.max.bytes.buffering": 10_000_000 if cache else 0}
+    )
+    topic = driver.create_input_topic("in")
+    for i, (k, v) in enumerate(records):
+        topic.pipe_input(k, v, timestamp=1000 + i)
+    result = {o: driver.create_output_topic(o).read_key_values() for o in outputs}
+    return driver, result
+
+
+def source_rows(records, partitions: int, start: int = 0):
+    """Rows as the Kafka source gives them: keys placed by Kafka's default partitioner."""
+    offsets: dict[int, int] = defaultdict(int)
+    rows = []
+    for i, (k, v) in enumerate(records):
+        key = json.dumps(k).encode()
+        p = default_partition(key, partitions)
+        rows.append(("in", p, offsets[p] + start * 1000, 1000 + start + i, key,
+                     None if v is None else JSON.serialize("in", v), None))
+        offsets[p] += 1
+    return rows
+
+
+def run_spark(spark, topology, records, cuts, partitions, cache, state_dir, app_id):
+    output = MemoryOutput()
+    app = StreamsApp(topology, app_id, state_dir=state_dir, spark=spark, output=output,
+                     config={"cache.max.bytes.buffering": 10_000_000 if cache else 0})
+    app.prepare({"in": partitions})
+    bounds = [0, *cuts, len(records)]
+    for batch, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        rows = source_rows(records[lo:hi], partitions, start=lo)
+        app.process_batch(spark.createDataFrame(rows, SOURCE_SCHEMA), batch)
+    return app, output
+
+
+def last_per_key(pairs):
+    result: dict[Any, Any] = {}
+    for k, v in pairs:
+        if v is None:
+            result.pop(k, None)
+        else:
+            result[k] = v
+    return result
+
+
+def per_key(pairs):
+    result: dict[Any, list[Any]] = defaultdict(list)
+    for k, v in pairs:
+        result[k].append(v)
+    return dict(result)

@@ -1,0 +1,130 @@
+"""Random topologies from the core DSL, and random inputs for them, for differential tests."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from streamtable import StreamsBuilder
+from streamtable.topology import Topology
+
+INPUT = "in"
+
+
+@dataclass
+class Case:
+    topology: Topology
+    description: str
+    outputs: list[str]
+    stores: list[str]
+    table_input: bool
+    stateless_only: bool
+
+
+def _stream_ops(rng: random.Random, s: Any, desc: list[str]) -> tuple[Any, bool]:
+    keyed_by_value = False
+    for _ in range(rng.randint(0, 3)):
+        op = rng.choice(["filter", "filter_not", "map_values", "select_key", "flat_map_values",
+                         "map", "peek"])
+        m, r, c = rng.randint(2, 4), rng.randint(0, 1), rng.randint(1, 3)
+        if op == "filter":
+            s = s.filter(lambda k, v, m=m, r=r: v["n"] % m != r)
+        elif op == "filter_not":
+            s = s.filter_not(lambda k, v, m=m, r=r: v["n"] % m == r)
+        elif op == "map_values":
+            s = s.map_values(lambda v, c=c: {"g": v["g"], "n": v["n"] * c})
+        elif op == "select_key":
+            s = s.select_key(lambda k, v: v["g"])
+            keyed_by_value = True
+        elif op == "flat_map_values":
+            s = s.flat_map_values(lambda v, c=c: [v] * (1 + v["n"] % c))
+        elif op == "map":
+            s = s.map(lambda k, v, m=m: ((k or 0) % m, {"g": v["g"], "n": v["n"] + 1}))
+            keyed_by_value = True
+        else:
+            s = s.peek(lambda k, v: None)
+        desc.append(op)
+    return s, keyed_by_value
+
+
+def random_case(seed: int) -> Case:
+    rng = random.Random(seed)
+    b = StreamsBuilder()
+    desc: list[str] = []
+    outputs: list[str] = []
+    stores: list[str] = []
+    table_input = rng.random() < 0.5
+    stateless_only = False
+    if not table_input:
+        s = b.stream(INPUT)
+        desc.append("stream")
+        s, _ = _stream_ops(rng, s, desc)
+        shape = rng.choice(["to", "count", "reduce", "aggregate", "to_table"])
+        desc.append(shape)
+        if shape == "to":
+            s.to("out-stream")
+            outputs.append("out-stream")
+            stateless_only = True
+        else:
+            grouped = (s.group_by(lambda k, v: v["g"]) if rng.random() < 0.5
+                       else s.group_by_key())
+            if shape == "count":
+                t = grouped.count("agg")
+            elif shape == "reduce":
+                t = grouped.reduce(lambda a, v: {"g": v["g"], "n": a["n"] + v["n"]}, "agg")
+            elif shape == "aggregate":
+                t = grouped.aggregate(lambda: 0, lambda k, v, a: a + v["n"], "agg")
+            else:
+                t = s.to_table("agg")
+            stores.append("agg")
+            if rng.random() < 0.5:
+                t = t.filter(lambda k, v: (v if isinstance(v, int) else v["n"]) % 2 == 0,
+                             materialized="agg-filtered")
+                stores.append("agg-filtered")
+                desc.append("filter")
+            t.to_stream().to("out-table")
+            outputs.append("out-table")
+    else:
+        t = b.table(INPUT, materialized="source")
+        stores.append("source")
+        desc.append("table")
+        for _ in range(rng.randint(0, 2)):
+            op = rng.choice(["filter", "filter_not", "map_values"])
+            m, c = rng.randint(2, 3), rng.randint(1, 3)
+            if op == "filter":
+                t = t.filter(lambda k, v, m=m: v["n"] % m != 0)
+            elif op == "filter_not":
+                t = t.filter_not(lambda k, v, m=m: v["n"] % m == 0)
+            else:
+                t = t.map_values(lambda v, c=c: {"g": v["g"], "n": v["n"] * c})
+            desc.append(op)
+        shape = rng.choice(["to_stream", "count", "reduce", "aggregate"])
+        desc.append(shape)
+        if shape == "to_stream":
+            t.to_stream().to("out-table")
+        else:
+            grouped = t.group_by(lambda k, v: (v["g"], v["n"]))
+            if shape == "count":
+                agg = grouped.count("agg")
+            elif shape == "reduce":
+                agg = grouped.reduce(lambda a, v: a + v, lambda a, v: (a - v) or None, "agg")
+            else:
+                agg = grouped.aggregate(lambda: 0, lambda k, v, a: a + v,
+                                        lambda k, v, a: a - v, "agg")
+            stores.append("agg")
+            agg.to_stream().to("out-table")
+        outputs.append("out-table")
+    return Case(b.build(), "-".join(desc), outputs, stores, table_input, stateless_only)
+
+
+def random_input(seed: int, case: Case, n: int, keys: int = 12) -> list[tuple[Any, Any]]:
+    rng = random.Random(seed * 7919 + 1)
+    records = []
+    for _ in range(n):
+        k = rng.randrange(keys)
+        if case.table_input and rng.random() < 0.2:
+            records.append((k, None))
+        else:
+            records.append((k, {"g": rng.randrange(4), "n": rng.randint(1, 9)}))
+    return records

@@ -1,18 +1,29 @@
-"""Command line: ``streamtable describe | demo`` (``run``, ``reset``, ``broker``, ``query`` come
-with the Spark runtime).
+"""Command line: ``streamtable run | describe | reset | query | broker | demo``.
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
-``config`` dict of settings.
+``config`` dict of settings (Kafka Streams keys: ``application.id``, ``bootstrap.servers``...).
+
+    streamtable broker --port 9092                  # a development broker on localhost
+    streamtable run app.py --bootstrap-servers localhost:9092
+    streamtable query app.py us-share-holders client1
+    streamtable reset app.py                        # reprocess from the beginning next run
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import logging
+import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+from streamtable.config import StreamsConfig
 
 from streamtable.topology.graph import Topology
 
@@ -29,6 +40,12 @@ def load_app(path: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
+    try:
+        from pyspark import cloudpickle
+    except ImportError:  # the core alone: nothing is shipped to workers
+        return module
+    # Spark's workers cannot import a module loaded from a path: ship its functions by value.
+    cloudpickle.register_pickle_by_value(module)
     return module
 
 
@@ -41,6 +58,98 @@ def app_topology(module: ModuleType) -> Topology:
     raise SystemExit(
         f"streamtable: {module.__file__} defines neither build_topology() nor a topology"
     )
+
+
+def app_config(module: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
+    """The module's ``config`` dict, overridden by command-line options."""
+    config: dict[str, Any] = dict(getattr(module, "config", {}) or {})
+    for item in getattr(args, "config", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"streamtable: --config expects key=value, got {item!r}")
+        config[key.strip()] = value.strip()
+    for opt, key in (("bootstrap_servers", "bootstrap.servers"),
+                     ("application_id", "application.id"), ("state_dir", "state.dir")):
+        value = getattr(args, opt, None)
+        if value:
+            config[key] = value
+    return config
+
+
+def _streams_app(args: argparse.Namespace) -> Any:
+    from streamtable.runtime.spark import StreamsApp
+
+    module = load_app(args.app)
+    config = app_config(module, args)
+    config.setdefault("application.id", Path(args.app).stem.replace("_", "-"))
+    return StreamsApp(app_topology(module), config=config, master=getattr(args, "master", None),
+                      development_broker=getattr(args, "development_broker", False))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    app = _streams_app(args)
+    stop = threading.Event()
+
+    def _stop(*_: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    if args.until_caught_up:
+        app.run_until_caught_up()
+        log.info("caught up; stopped")
+        return 0
+    app.start()
+    while not stop.is_set():
+        if not app.is_running:
+            log.error("the query stopped")
+            return 1
+        stop.wait(0.5)
+    log.info("stopping %s", app.application_id)
+    app.stop()
+    return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    settings = app_config(load_app(args.app), args)
+    settings.setdefault("application.id", Path(args.app).stem.replace("_", "-"))
+    config = StreamsConfig(settings)
+    target = Path(config["state.dir"]) / config.application_id
+    if target.exists():
+        shutil.rmtree(target)
+        log.info("removed %s: the next run reprocesses the input topics from the start", target)
+    else:
+        log.info("nothing to reset at %s", target)
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    app = _streams_app(args)
+    view = app.store(args.store)
+    if args.key is not None:
+        key: Any = args.key
+        try:
+            key = json.loads(args.key)
+        except ValueError:
+            pass
+        print(json.dumps(view.get(key), default=_jsonable))
+    else:
+        for k, v in view.all():
+            print(json.dumps([k, v], default=_jsonable))
+    return 0
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    return repr(obj)
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from streamtable.kafka.broker import run_broker_forever
+
+    run_broker_forever(args.port, host=args.host)
+    return 0
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -63,6 +172,35 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("describe", help="print an application's topology")
     p.add_argument("app", help="path to the application file")
     p.set_defaults(func=cmd_describe)
+
+    def app_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("app", help="path to the application file")
+        p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
+        p.add_argument("--application-id", help="application.id (default: the file name)")
+        p.add_argument("--state-dir", help="state directory (default: .streamtable)")
+        p.add_argument("--config", action="append", metavar="KEY=VALUE",
+                       help="any setting, e.g. commit.interval.ms=500 (repeatable)")
+
+    p = sub.add_parser("run", help="run an application on Spark until Ctrl-C")
+    app_options(p)
+    p.add_argument("--master", help="Spark master URL (default: local[*])")
+    p.add_argument("--until-caught-up", action="store_true",
+                   help="process what the input topics hold now, then exit")
+    p.add_argument("--development-broker", action="store_true",
+                   help="the input broker is the embedded development broker")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("reset", help="forget an application's progress and state")
+    app_options(p)
+    p.set_defaults(func=cmd_reset)
+    p = sub.add_parser("query", help="read a queryable store of an application")
+    app_options(p)
+    p.add_argument("store", help="store name")
+    p.add_argument("key", nargs="?", help="a key (JSON or plain text); all entries if omitted")
+    p.set_defaults(func=cmd_query)
+    p = sub.add_parser("broker", help="run the embedded development broker")
+    p.add_argument("--port", type=int, default=9092)
+    p.add_argument("--host", default="127.0.0.1")
+    p.set_defaults(func=cmd_broker)
     p = sub.add_parser("demo", help="run the share-holders demo")
     p.add_argument("--once", action="store_true", help="run once, check, and exit")
     p.set_defaults(func=cmd_demo)

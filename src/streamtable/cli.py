@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     return int(args.func(args))
 
 

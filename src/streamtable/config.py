@@ -7,7 +7,8 @@ False
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from streamtable.serde import Serde, serde_from
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from streamtable import TopologyTestDriver
-from streamtable.kafka.sink import default_partition
+from streamtable.kafka.partitioner import default_partition
 from streamtable.runtime.spark import StreamsApp
 from streamtable.serde import JSON
 
@@ -47,15 +47,15 @@ def run_driver(topology, records, outputs, cache: bool):
     return driver, result
 
 
-def source_rows(records, partitions: int, start: int = 0):
+def source_rows(records, partitions: int, start: int = 0, topic: str = "in"):
     """Rows as the Kafka source gives them: keys placed by Kafka's default partitioner."""
     offsets: dict[int, int] = defaultdict(int)
     rows = []
     for i, (k, v) in enumerate(records):
         key = json.dumps(k).encode()
         p = default_partition(key, partitions)
-        rows.append(("in", p, offsets[p] + start * 1000, 1000 + start + i, key,
-                     None if v is None else JSON.serialize("in", v), None))
+        rows.append((topic, p, offsets[p] + start * 1000, 1000 + start + i, key,
+                     None if v is None else JSON.serialize(topic, v), None))
         offsets[p] += 1
     return rows
 

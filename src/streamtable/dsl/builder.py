@@ -125,13 +125,21 @@ class StreamsBuilder:
             self.add_topic(t, internal=internal, kind="repartition" if internal else "external")
         name = self.new_name("KSTREAM-SOURCE", named)
         ks, vs = _maybe_serde(key_serde), _maybe_serde(value_serde)
-        self.add_node(
+        node = self.add_node(
             name,
             lambda: SourceProcessor(ks, vs, timestamp_extractor),
             kind=NodeKind.SOURCE,
             topics=topics,
         )
+        node.key_serde, node.value_serde = ks, vs
         return name
+
+    def source_of(self, node: str) -> Node:
+        """The source node a node's records come from (first parent chain)."""
+        current = self._nodes[node]
+        while current.kind is not NodeKind.SOURCE:
+            current = self._nodes[current.parents[0]]
+        return current
 
     def add_sink(
         self,

@@ -93,3 +93,89 @@ class KTable:
         node = b.new_name("KTABLE-SELECT")
         b.add_node(node, lambda: tp.TableGroupByMap(selector), [self._node])
         return KGroupedTable(self._node, b, node, key_serde, value_serde, name)
+
+    # -- joins -----------------------------------------------------------------------------
+    def join(self, other: KTable, joiner: Callable[[Any, Any], Any], *,
+             foreign_key_extractor: Callable[[Any], Any],
+             materialized: Materialized | str | None = None,
+             named: str | None = None) -> KTable:
+        """Foreign-key join: each row of this table joins the row of ``other`` whose key is
+        ``foreign_key_extractor(value)``; ``joiner(value, other_value)`` gives the result. A
+        change of either side updates the result; a row without a match is absent.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> ref = b.table("shares-ref-data")
+        >>> enriched = b.table("share-holders").join(
+        ...     ref, lambda p, r: {**p, "exchange": r["exchange"]},
+        ...     foreign_key_extractor=lambda p: p["ticker"])
+        """
+        return self._fk_join(other, joiner, foreign_key_extractor, False, materialized, named)
+
+    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any], *,
+                  foreign_key_extractor: Callable[[Any], Any],
+                  materialized: Materialized | str | None = None,
+                  named: str | None = None) -> KTable:
+        """Like :meth:`join`, but a row without a match joins with ``None``."""
+        return self._fk_join(other, joiner, foreign_key_extractor, True, materialized, named)
+
+    def _fk_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+                 foreign_key: Callable[[Any], Any], left_join: bool,
+                 materialized: Materialized | str | None, named: str | None) -> KTable:
+        from streamtable.errors import TopologyError
+        from streamtable.processors import fk_join as fk
+        from streamtable.processors.io import SinkProcessor
+        from streamtable.topology.graph import NodeKind
+
+        if other._store is None:
+            raise TopologyError(
+                "the right table of a foreign-key join must be materialized: "
+                "pass materialized= to the operator that created it"
+            )
+        b = self._builder
+        result = b.add_store(materialized, "KTABLE-FK-JOIN-OUTPUT-STATE-STORE")
+        base = named or result.name
+        sub_topic = f"{base}-subscription-registration"
+        mirror_topic = f"{base}-subscription-mirror"
+        response_topic = f"{base}-subscription-response"
+        for t in (sub_topic, mirror_topic, response_topic):
+            b.add_topic(t, internal=True, kind="repartition")
+        right_source = b.source_of(other._node)
+        right_external = not b._topics[right_source.topics[0]].internal
+        right_store = other._store
+
+        send = b.new_name("KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION")
+        sub_sink = b.new_name("KTABLE-SINK")
+        mirror_sink = b.new_name("KTABLE-SINK")
+        b.add_node(send, lambda: fk.SubscriptionSend(foreign_key, left_join, sub_sink,
+                                                     mirror_sink), [self._node])
+        b.add_node(sub_sink, (lambda: fk.ForeignKeySink(sub_topic, right_source.name))
+                   if right_external else (lambda: SinkProcessor(sub_topic, None, None)),
+                   [send], kind=NodeKind.SINK, topics=[sub_topic])
+        b.add_node(mirror_sink, lambda: SinkProcessor(mirror_topic, None, None), [send],
+                   kind=NodeKind.SINK, topics=[mirror_topic])
+
+        subs = b.add_store(None, "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE").name
+        b._stores[subs].logging = True
+        sub_source = b.add_source([sub_topic], None, None, internal=True)
+        receive = b.new_name("KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR")
+        b.add_node(receive, lambda: fk.SubscriptionReceive(subs, right_store), [sub_source],
+                   stores=[subs, right_store])
+        change = b.new_name("KTABLE-FK-JOIN-FOREIGN-CHANGE")
+        b.add_node(change, lambda: fk.ForeignTableChange(subs), [other._node], stores=[subs])
+        response_sink = b.new_name("KTABLE-SINK")
+        b.add_node(response_sink, lambda: SinkProcessor(response_topic, None, None),
+                   [receive, change], kind=NodeKind.SINK, topics=[response_topic])
+
+        mirror = b.add_store(None, "KTABLE-FK-JOIN-MIRROR-STATE-STORE").name
+        mirror_source = b.add_source([mirror_topic], None, None, internal=True)
+        # a batch's left values before the answers about them (see processors.fk_join)
+        b._nodes[mirror_source].options["process_first"] = True
+        mirror_node = b.new_name("KTABLE-FK-JOIN-MIRROR")
+        b.add_node(mirror_node, lambda: fk.LeftMirror(mirror), [mirror_source], stores=[mirror])
+        response_source = b.add_source([response_topic], None, None, internal=True)
+        out = b.new_name("KTABLE-FK-JOIN-OUTPUT")
+        result_name = result.name
+        b.add_node(out, lambda: fk.ResponseJoin(mirror, result_name, joiner, left_join),
+                   [response_source], stores=[mirror, result_name])
+        return KTable(b, out, result_name)

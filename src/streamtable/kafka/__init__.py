@@ -1,1 +1,69 @@
-"""Kafka I/O (temporary)."""
+"""Kafka-protocol I/O for the Spark runtime.
+
+* :mod:`streamtable.kafka.broker` — :class:`EmbeddedBroker`, an in-memory development broker.
+* :mod:`streamtable.kafka.admin` — :func:`ensure_topics`, :func:`partition_counts`,
+  :func:`delete_topics`.
+* :mod:`streamtable.kafka.source` — the ``streamtable-kafka`` Spark streaming source.
+* :mod:`streamtable.kafka.sink` — :func:`produce_rows`, exactly-once-per-batch producing.
+
+Names are imported lazily, so ``import streamtable.kafka`` does not import PySpark.
+
+>>> from streamtable.kafka import EmbeddedBroker, ensure_topics, produce_rows   # doctest: +SKIP
+>>> with EmbeddedBroker() as broker:                                            # doctest: +SKIP
+...     ensure_topics(broker.bootstrap_servers, {"in": 2, "out": 2})
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    # broker
+    "EmbeddedBroker": "broker",
+    "BrokerStartError": "broker",
+    "tansu_binary": "broker",
+    "free_port": "broker",
+    "run_broker_forever": "broker",
+    "DEVELOPMENT_BROKER_PROFILE_OPTION": "broker",
+    "development_producer_config": "broker",
+    "development_source_options": "broker",
+    # admin
+    "ensure_topics": "admin",
+    "partition_counts": "admin",
+    "delete_topics": "admin",
+    "list_topic_names": "admin",
+    "KafkaAdminError": "admin",
+    "TopicNotFoundError": "admin",
+    # source
+    "SOURCE_NAME": "source",
+    "KAFKA_SCHEMA": "source",
+    "KafkaDataSource": "source",
+    "KafkaSourceError": "source",
+    "register": "source",
+    # sink
+    "produce_rows": "sink",
+    "kafka_batch_writer": "sink",
+    "SinkRecord": "sink",
+    "ProduceResult": "sink",
+    "KafkaSinkError": "sink",
+    "KafkaDeliveryError": "sink",
+    "default_partition": "sink",
+    "murmur2": "sink",
+    "close_producers": "sink",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamtable.kafka' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -144,7 +145,9 @@ def ensure_topics(
             )
             for name in missing
         ]
-        futures = admin.create_topics(new_topics, operation_timeout=timeout, request_timeout=timeout)
+        futures = admin.create_topics(
+            new_topics, operation_timeout=timeout, request_timeout=timeout
+        )
         for name, future in futures.items():
             try:
                 future.result(timeout)

@@ -145,11 +145,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to SIGTERM the broker when the process that started it dies."""
+    """Ask Linux to stop (SIGINT) the broker when the thread that started it dies."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, signal.SIGINT, 0, 0, 0)
     except Exception:
         pass
 
@@ -233,7 +233,7 @@ class EmbeddedBroker:
         except OSError:
             return ""
 
-    def start(self) -> "EmbeddedBroker":
+    def start(self) -> EmbeddedBroker:
         """Start the broker and wait until a Kafka admin client can list its topics."""
         if self.is_running():
             return self
@@ -249,7 +249,9 @@ class EmbeddedBroker:
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent if self.die_with_parent and sys.platform == "linux" else None,
+            preexec_fn=_die_with_parent
+            if self.die_with_parent and sys.platform == "linux"
+            else None,
         )
         atexit.register(self.stop)
         try:
@@ -264,15 +266,27 @@ class EmbeddedBroker:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + self.startup_timeout
-        admin = AdminClient(
-            {"bootstrap.servers": self.bootstrap_servers, "socket.connection.setup.timeout.ms": 1000}
-        )
         last_error: Exception | None = None
+        # Wait for the port first: a Kafka client started too early logs connection errors.
+        while time.monotonic() < deadline and self.is_running():
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    break
+            except OSError as exc:
+                last_error = exc
+                time.sleep(0.02)
+        admin = AdminClient(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "socket.connection.setup.timeout.ms": 1000,
+            }
+        )
         while time.monotonic() < deadline:
             if not self.is_running():
+                code = self._process.returncode if self._process else "?"
                 raise BrokerStartError(
-                    f"Tansu broker exited with code {self._process.returncode if self._process else '?'} "
-                    f"while starting on {self.bootstrap_servers}; log tail:\n{self.log_tail()}"
+                    f"Tansu broker exited with code {code} while starting on "
+                    f"{self.bootstrap_servers}; log tail:\n{self.log_tail()}"
                 )
             try:
                 metadata = admin.list_topics(timeout=1.0)
@@ -287,11 +301,14 @@ class EmbeddedBroker:
         )
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the broker (SIGTERM, then SIGKILL after ``timeout`` seconds). Idempotent."""
+        """Stop the broker (SIGINT, then SIGKILL after ``timeout`` seconds). Idempotent.
+
+        SIGINT, because Tansu answers SIGTERM with a graceful shutdown that always takes 5s.
+        """
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             logger.info("stopping Tansu broker on %s (pid %s)", self.bootstrap_servers, process.pid)
-            process.terminate()
+            process.send_signal(signal.SIGINT)
             try:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -305,7 +322,7 @@ class EmbeddedBroker:
         except Exception:  # pragma: no cover
             pass
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(
@@ -362,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     port = args.port or free_port(args.host)
-    run_broker_forever(port, host=args.host, storage_engine=args.storage_engine, log_path=args.log_file)
+    run_broker_forever(
+        port, host=args.host, storage_engine=args.storage_engine, log_path=args.log_file
+    )
     return 0
 
 

@@ -98,7 +98,8 @@ class SinkProcessor(Processor):
             ) from e
         partition = None
         if self.partitioner is not None:
-            partition = self.partitioner(topic, record.key, record.value, -1)
+            partition = self.partitioner(topic, record.key, record.value,
+                                         self.task.partitions_of(topic))
         self.task.collector.send(topic, key, data, record.timestamp, record.headers, partition)
 
     carries_changes = False

@@ -51,12 +51,14 @@ class Task:
         config: StreamsConfig,
         store_factory: StoreFactory,
         collector: RecordCollector,
+        topic_partitions: dict[str, int] | None = None,
     ) -> None:
         self.topology = topology
         self.subtopology = subtopology
         self.partition = partition
         self.config = config
         self.collector = collector
+        self.topic_partitions = topic_partitions or {}
         self.app_id = config.application_id
         self.stream_time = -1
         self.current_node: Processor | None = None
@@ -100,6 +102,10 @@ class Task:
                     self.sources[topo.internal_topic_name(self.app_id, t)] = proc  # type: ignore[assignment]
         for name in self.subtopology.nodes:
             self.processors[name].init(self)
+
+    def partitions_of(self, topic: str) -> int:
+        """Partition count of a topic as this run knows it (1 in the test driver)."""
+        return self.topic_partitions.get(topic, 1)
 
     def get_store(self, name: str) -> Any:
         try:

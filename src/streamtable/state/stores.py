@@ -57,6 +57,8 @@ class InMemoryKeyValueStore:
         self._data: dict[Any, Any] = {}
         self.track_changes = track_changes
         self._changes: dict[Any, Any] = {}
+        # tuple keys by their first element, built on first use (for prefix lookups)
+        self._index: dict[Any, set[Any]] | None = None
 
     def get(self, key: Any) -> Any:
         return self._data.get(key)
@@ -68,12 +70,38 @@ class InMemoryKeyValueStore:
         self._data[key] = value
         if self.track_changes:
             self._changes[key] = value
+        if self._index is not None:
+            self._index.setdefault(key[0], set()).add(key)
 
     def delete(self, key: Any) -> Any:
         old = self._data.pop(key, None)
         if self.track_changes:
             self._changes[key] = None
+        if self._index is not None and old is not None:
+            self._unindex(key)
         return old
+
+    def _unindex(self, key: Any) -> None:
+        assert self._index is not None
+        keys = self._index.get(key[0])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._index[key[0]]
+
+    def keys_with_first(self, first: Any) -> list[Any]:
+        """The tuple keys whose first element is ``first`` (e.g. all ``(fk, pk)`` of one fk).
+
+        >>> s = InMemoryKeyValueStore("subs"); s.put(("AAPL", 1), "h"); s.put(("FB", 2), "h")
+        >>> s.keys_with_first("AAPL")
+        [('AAPL', 1)]
+        """
+        if self._index is None:
+            index: dict[Any, set[Any]] = {}
+            for k in self._data:
+                index.setdefault(k[0], set()).add(k)
+            self._index = index
+        return sorted(self._index.get(first, ()), key=key_order)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         return iter(self._data.items())
@@ -94,6 +122,7 @@ class InMemoryKeyValueStore:
                 data.pop(k, None)
             else:
                 data[k] = v
+        self._index = None
 
 
 class ReadOnlyKeyValueStore:

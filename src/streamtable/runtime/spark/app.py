@@ -178,18 +178,20 @@ class StreamsApp:
                     outputs[up]
                     .where((F.col("kind") == KIND_INTERNAL)
                            & F.col("topic").isin(stage.internal_inputs))
-                    .select(*RECORD_COLUMNS)
-                    .withColumn("_route", F.expr(f"pmod(hash(key), {stage.partitions})"))
+                    .withColumn("_route", F.coalesce(
+                        F.col("route"), F.expr(f"pmod(hash(key), {stage.partitions})")))
+                    .select(*RECORD_COLUMNS, "_route")
                 )
             stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
-            labels = F.array(*[F.lit(x) for x in plan.labels[stage.partitions]])
+            labels = F.array(*[F.lit(x).cast("long") for x in plan.labels[stage.partitions]])
             routed = (stage_input
                       .withColumn("_label", F.element_at(labels, F.col("_route") + 1))
                       .repartition(stage.partitions, "_label")
-                      .select(*RECORD_COLUMNS))
+                      .select(*RECORD_COLUMNS, "_route"))
             runner = StageRunner(
                 self._blob, stage.subtopology, batch_id, self.state_root,
                 self.config.as_dict(), plan.internal_topics, stage.queryable_stores,
+                plan.topic_partitions, plan.topic_rank, plan.first_topics,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             if stage.consumed_later:

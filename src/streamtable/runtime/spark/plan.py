@@ -27,6 +27,12 @@ class QueryPlan:
     source_topics: list[str]
     sink_topics: list[str]
     labels: dict[int, list[int]] = field(default_factory=dict)
+    # real internal topic -> task count of the stage reading it
+    topic_partitions: dict[str, int] = field(default_factory=dict)
+    # real internal topic -> position of the stage writing it (ties of timestamps: earlier first)
+    topic_rank: dict[str, int] = field(default_factory=dict)
+    # real topics whose records a task processes before all others of the batch
+    first_topics: frozenset[str] = frozenset()
 
 
 def plan_query(topology: Topology, application_id: str,
@@ -91,7 +97,19 @@ def plan_query(topology: Topology, application_id: str,
     for stage in stages:
         for u in stage.upstream:
             next(s for s in stages if s.subtopology == u).consumed_later = True
+    topic_partitions = {t: s.partitions for s in stages for t in s.internal_inputs}
+    position = {s.subtopology: i for i, s in enumerate(stages)}
+    topic_rank = {}
+    for t, sid in writers.items():
+        topic_rank[real[t]] = position[sid]
+    first = frozenset(
+        real[t] for node in topology.nodes.values() if node.options.get("process_first")
+        for t in node.topics
+    )
     return QueryPlan(
+        first_topics=first,
+        topic_partitions=topic_partitions,
+        topic_rank=topic_rank,
         stages=stages,
         internal_topics={real[t] for t, spec in topology.topics.items() if spec.internal},
         source_topics=topology.source_topics,

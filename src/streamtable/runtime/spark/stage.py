@@ -11,10 +11,11 @@ from __future__ import annotations
 import heapq
 import logging
 import pickle
-from itertools import groupby
+from itertools import chain, groupby
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from streamtable.config import StreamsConfig
 from streamtable.processors.api import Headers, RawRecord
@@ -38,10 +39,12 @@ RECORD_FIELDS = [
     ("value", pa.binary()),
     ("headers", HEADERS_TYPE),
 ]
-OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS)
+# route: for a record to a repartition topic, the task that must receive it when its sink chose
+# one (co-partitioning with an external topic); otherwise the key's hash decides.
+OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS + [("route", pa.int32())])
 OUTPUT_DDL = (
     "kind tinyint, topic string, partition int, offset bigint, timestamp bigint, key binary, "
-    "value binary, headers array<struct<key:string,value:binary>>"
+    "value binary, headers array<struct<key:string,value:binary>>, route int"
 )
 
 _TOPOLOGIES: dict[int, Topology] = {}
@@ -71,6 +74,7 @@ class _Collector:
         self.key: list[bytes | None] = []
         self.value: list[bytes | None] = []
         self.headers: list[Any] = []
+        self.route: list[int | None] = []
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
@@ -78,6 +82,7 @@ class _Collector:
         self.kind.append(KIND_INTERNAL if internal else KIND_EXTERNAL)
         self.topic.append(topic)
         self.partition.append(self.task_id if internal else partition)
+        self.route.append(partition if internal else None)
         self.offset.append(len(self.offset))
         self.timestamp.append(timestamp)
         self.key.append(key)
@@ -95,6 +100,7 @@ class _Collector:
             self.key.append(dumps(k, protocol=5))
             self.value.append(None if v is None else dumps(v, protocol=5))
             self.headers.append(None)
+            self.route.append(None)
 
     def to_batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(
@@ -107,14 +113,22 @@ class _Collector:
                 pa.array(self.key, pa.binary()),
                 pa.array(self.value, pa.binary()),
                 pa.array(self.headers, HEADERS_TYPE),
+                pa.array(self.route, pa.int32()),
             ],
             schema=OUTPUT_SCHEMA,
         )
 
 
-def ordered_records(table: pa.Table) -> Iterator[RawRecord]:
+def ordered_records(table: pa.Table, topic_rank: dict[str, int] | None = None,
+                    first_topics: frozenset[str] = frozenset()) -> Iterator[RawRecord]:
     """The task's records in Kafka Streams' order: each (topic, partition) in offset order, and
-    across them always the one whose next record has the smallest timestamp."""
+    across them always the one whose next record has the smallest timestamp; at equal
+    timestamps, records of topics written by earlier stages first (``topic_rank``), as the test
+    driver, which follows each record through the whole topology, would see them.
+
+    Records of ``first_topics`` all come before the others: the left values of a foreign-key
+    join must be known before the answers about them, which a cache flush upstream can reorder.
+    """
     if table.num_rows == 0:
         return iter(())
     table = table.sort_by([("topic", "ascending"), ("partition", "ascending"),
@@ -139,7 +153,17 @@ def ordered_records(table: pa.Table) -> Iterator[RawRecord]:
     runs = [list(g) for _, g in groupby(records, key=lambda r: (r.topic, r.partition))]
     if len(runs) == 1:
         return iter(runs[0])
-    return heapq.merge(*runs, key=lambda r: r.timestamp)
+    rank = topic_rank or {}
+    runs.sort(key=lambda run: rank.get(run[0].topic, -1))
+    first = [run for run in runs if run[0].topic in first_topics]
+    rest = [run for run in runs if run[0].topic not in first_topics]
+    if first and rest:
+        return chain(heapq.merge(*first, key=_timestamp), heapq.merge(*rest, key=_timestamp))
+    return heapq.merge(*runs, key=_timestamp)
+
+
+def _timestamp(record: RawRecord) -> int:
+    return record.timestamp
 
 
 class StageRunner:
@@ -147,7 +171,8 @@ class StageRunner:
 
     def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int, state_root: str,
                  config: dict[str, Any], internal_topics: set[str],
-                 queryable_stores: list[str]) -> None:
+                 queryable_stores: list[str], topic_partitions: dict[str, int],
+                 topic_rank: dict[str, int], first_topics: frozenset[str]) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
@@ -155,14 +180,22 @@ class StageRunner:
         self.config = config
         self.internal_topics = internal_topics
         self.queryable_stores = queryable_stores
+        self.topic_partitions = topic_partitions
+        self.topic_rank = topic_rank
+        self.first_topics = first_topics
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        task_id = ctx.partitionId() if ctx is not None else 0
-        table = pa.Table.from_batches(list(batches), schema=_input_schema())
-        yield self.run(task_id, table)
+        # The task is the records' _route, not Spark's partition id: a stage pipelined into a
+        # later union numbers its partitions differently.
+        received = [b for b in batches if b.num_rows]
+        if not received:
+            return  # nothing for this task in this batch: its state stays as it is
+        table = pa.Table.from_batches(received)
+        routes = table.column("_route")
+        task_id = routes[0].as_py()
+        if pa.compute.min(routes).as_py() != task_id or pa.compute.max(routes).as_py() != task_id:
+            raise RuntimeError(f"stage {self.subtopology}: a Spark partition holds several tasks")
+        yield self.run(task_id, table.drop_columns(["_route"]).cast(_input_schema()))
 
     def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
         topology = _topology(self.topology_blob)
@@ -171,9 +204,9 @@ class StageRunner:
         state_store, state = checkout(directory, self.batch_id - 1)
         collector = _Collector(self.internal_topics, task_id)
         task = Task(topology, sub, task_id, StreamsConfig(self.config),
-                    lambda spec, _p: state.store(spec.name), collector)
+                    lambda spec, _p: state.store(spec.name), collector, self.topic_partitions)
         task.stream_time = state.stream_time
-        for raw in ordered_records(table):
+        for raw in ordered_records(table, self.topic_rank, self.first_topics):
             task.process(raw)
         task.commit()
         state.stream_time = task.stream_time

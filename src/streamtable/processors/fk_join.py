@@ -1,0 +1,214 @@
+"""Table-table foreign-key join (Kafka Streams' KIP-213), as three sub-topologies.
+
+Left side (the table with the foreign key): every change sends a *subscription* to the right
+side, keyed by the foreign key and partitioned like the right table's topic, and a *mirror* of the
+new left value, keyed by the primary key. Each carries a hash of the new left value.
+
+Right side: keeps the subscriptions ``(foreign key, primary key) -> hash`` next to the right
+table. A subscription is answered with the current right value; a change of a right row answers
+every subscription of its key again. Answers (*responses*) go back keyed by the primary key.
+
+Join output: keeps the mirrored left values and joins each response with the left value, if the
+response's hash is still the hash of the current left value (otherwise it answers an older left
+value, and a newer response is on its way). The result is a materialized KTable.
+
+Kafka Streams answers on the left side itself, which makes its sub-topologies a cycle; the mirror
+keeps ours a chain that runs in one pass per micro-batch. An answer must not overtake the left
+value it answers (a record cache upstream flushes out of timestamp order), so the Spark runtime
+processes a batch's mirror records before its answers; an answer about an older left value is
+then dropped, and within one micro-batch only the join results of the latest left values are
+emitted (per-batch compaction of the join output, with or without caching).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from typing import Any, Callable
+
+from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.io import SinkProcessor
+from streamtable.processors.table import StoringProcessor
+
+# Subscription instructions (Kafka Streams' names)
+DELETE_KEY_NO_PROPAGATE = 0
+DELETE_KEY_AND_PROPAGATE = 1
+PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE = 2
+PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE = 3
+
+
+def value_hash(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    return hashlib.blake2b(pickle.dumps(value, protocol=5), digest_size=16).digest()
+
+
+class SubscriptionSend(Processor):
+    """Left side: subscriptions to the right side and mirrors to the join output."""
+
+    def __init__(self, foreign_key: Callable[[Any], Any], left_join: bool,
+                 subscription_child: str, mirror_child: str) -> None:
+        self.foreign_key = foreign_key
+        self.left_join = left_join
+        self.subscription_child = subscription_child
+        self.mirror_child = mirror_child
+
+    def process(self, record: Record) -> None:
+        change: Change[Any] = record.value
+        new, old = change.new, change.old
+        if new is None and old is None:
+            return
+        pk = record.key
+        h = value_hash(new)
+        self.forward(record.with_value((new, h)), child=self.mirror_child)
+        old_fk = None if old is None else self.foreign_key(old)
+        new_fk = None if new is None else self.foreign_key(new)
+
+        def send(fk: Any, instruction: int) -> None:
+            self.forward(Record(fk, (h, instruction, pk), record.timestamp, record.headers),
+                         child=self.subscription_child)
+
+        if self.left_join:
+            if old_fk is not None and old_fk != new_fk:
+                send(old_fk, DELETE_KEY_NO_PROPAGATE)
+            send(new_fk, PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE)
+            return
+        if new is not None:
+            if new_fk is None:
+                self.task.record_dropped(self.name, "null foreign key")
+                if old_fk is not None:
+                    send(old_fk, DELETE_KEY_AND_PROPAGATE)
+            elif old_fk is not None and old_fk != new_fk:
+                send(old_fk, DELETE_KEY_NO_PROPAGATE)
+                send(new_fk, PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE)
+            else:
+                send(new_fk, PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE)
+        elif old_fk is not None:
+            send(old_fk, DELETE_KEY_AND_PROPAGATE)
+
+
+class ForeignKeySink(SinkProcessor):
+    """Sends subscriptions to the partition of the right table's topic that holds the foreign key
+    (Kafka's default partitioner over the key as the right topic's serde writes it), so that each
+    subscription meets its right row in the same task."""
+
+    def __init__(self, topic: str, right_source: str) -> None:
+        super().__init__(topic, None, None)
+        self.right_source = right_source
+
+    def init(self, task: Any) -> None:
+        super().init(task)
+        from streamtable.kafka.partitioner import default_partition
+
+        node = task.topology.nodes[self.right_source]
+        serde = node.key_serde or task.config.default_key_serde
+        right_topic = node.topics[0]
+        count = task.partitions_of(self.real_topic)
+
+        def partition(topic: str, fk: Any, value: Any, n: int) -> int | None:
+            if fk is None:
+                return None
+            return default_partition(serde.serialize(right_topic, fk), count)
+
+        self.partitioner = partition
+
+
+class SubscriptionReceive(Processor):
+    """Right side: record or drop a subscription, and answer it with the right value."""
+
+    def __init__(self, subscription_store: str, right_store: str) -> None:
+        self.subscription_store = subscription_store
+        self.right_store = right_store
+
+    def init(self, task: Any) -> None:
+        super().init(task)
+        self.subs = task.get_store(self.subscription_store)
+        self.right = task.get_store(self.right_store)
+
+    def process(self, record: Record) -> None:
+        fk = record.key
+        h, instruction, pk = record.value
+        if fk is not None:
+            if instruction in (DELETE_KEY_NO_PROPAGATE, DELETE_KEY_AND_PROPAGATE):
+                self.subs.delete((fk, pk))
+            else:
+                self.subs.put((fk, pk), (h, record.timestamp))
+        if instruction == DELETE_KEY_NO_PROPAGATE:
+            return
+        stored = None if fk is None else self.right.get(fk)
+        right = None if stored is None else stored[0]
+        ts = record.timestamp if stored is None else max(record.timestamp, stored[1])
+        if instruction == DELETE_KEY_AND_PROPAGATE:
+            right = None
+        elif instruction == PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE and right is None:
+            return
+        self.forward(Record(pk, (h, right), ts, record.headers))
+
+
+class ForeignTableChange(Processor):
+    """Right side: a changed right row answers every subscription of its key again."""
+
+    def __init__(self, subscription_store: str) -> None:
+        self.subscription_store = subscription_store
+
+    def init(self, task: Any) -> None:
+        super().init(task)
+        self.subs = task.get_store(self.subscription_store)
+
+    def process(self, record: Record) -> None:
+        change: Change[Any] = record.value
+        if change.new is None and change.old is None:
+            return
+        for key in self.subs.keys_with_first(record.key):
+            h, sub_ts = self.subs.get(key)
+            self.forward(Record(key[1], (h, change.new), max(record.timestamp, sub_ts),
+                                record.headers))
+
+
+class LeftMirror(Processor):
+    """Join output: the latest left value and its hash, per primary key."""
+
+    def __init__(self, mirror_store: str) -> None:
+        self.mirror_store = mirror_store
+
+    def init(self, task: Any) -> None:
+        super().init(task)
+        self.mirror = task.get_store(self.mirror_store)
+
+    def process(self, record: Record) -> None:
+        value, h = record.value
+        if value is None:
+            self.mirror.delete(record.key)
+        else:
+            self.mirror.put(record.key, (value, h))
+
+
+class ResponseJoin(StoringProcessor):
+    """Join output: join a response with the current left value unless it is stale."""
+
+    def __init__(self, mirror_store: str, store_name: str,
+                 joiner: Callable[[Any, Any], Any], left_join: bool) -> None:
+        self.mirror_store = mirror_store
+        self.store_name = store_name
+        self.joiner = joiner
+        self.left_join = left_join
+
+    def init(self, task: Any) -> None:
+        super().init(task)
+        self.mirror = task.get_store(self.mirror_store)
+
+    def process(self, record: Record) -> None:
+        h, right = record.value
+        current = self.mirror.get(record.key)
+        if h != (None if current is None else current[1]):
+            return  # answers an older left value
+        left = None if current is None else current[0]
+        if right is None and (not self.left_join or left is None):
+            result = None
+        else:
+            result = self.joiner(left, right)
+        stored = self.store.get(record.key)
+        old = None if stored is None else stored[0]
+        if result is None and old is None:
+            return
+        self.emit(record.key, result, old, record)

@@ -1,0 +1,344 @@
+"""The streamtable-kafka Spark source against a real broker and a real local Spark."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamtable.kafka.broker import development_source_options
+from streamtable.kafka.source import KAFKA_SCHEMA, KafkaStreamReader, split_budget
+
+logger = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------- pure planning
+
+
+def test_split_budget_examples() -> None:
+    assert split_budget({"a": 1, "b": 10, "c": 10}, 9) == {"a": 1, "b": 4, "c": 4}
+    assert split_budget({"a": 5, "b": 5}, 3) == {"a": 2, "b": 1}
+    assert split_budget({"a": 0, "b": 7}, 100) == {"a": 0, "b": 7}
+    assert split_budget({"a": 3, "b": 3, "c": 3, "d": 3}, 2) == {"a": 1, "b": 1, "c": 0, "d": 0}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.integers(0, 20), st.integers(0, 1000), min_size=1, max_size=12),
+    st.integers(0, 5000),
+)
+def test_split_budget_properties(available: dict[int, int], budget: int) -> None:
+    share = split_budget(available, budget)
+    assert set(share) == set(available)
+    assert sum(share.values()) == min(budget, sum(available.values()))
+    assert all(0 <= share[k] <= available[k] for k in available)
+    # fair: a partition that did not get all it has got at least as much as any other - 1
+    unsatisfied = [share[k] for k in available if share[k] < available[k]]
+    if unsatisfied:
+        assert max(share.values()) - min(unsatisfied) <= 1
+
+
+def test_latest_offset_respects_read_limit_and_keeps_offsets_canonical() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    reader = KafkaStreamReader({"bootstrap.servers": "unused:1", "topics": "t"})
+    reader._target = {"t": {"0": 10, "1": 3, "10": 0}}  # as if prepared for AvailableNow
+    start = {"t": {"1": 0, "0": 0, "10": 0}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 10, "1": 3, "10": 0}}
+    end = reader.latestOffset(start, ReadMaxRows(5))
+    assert end == {"t": {"0": 3, "1": 2, "10": 0}}
+    assert list(end["t"]) == ["0", "1", "10"]
+    assert reader.latestOffset(end, ReadMaxRows(5)) == {"t": {"0": 7, "1": 3, "10": 0}}
+    done = {"t": {"0": 10, "1": 3, "10": 0}}
+    assert reader.latestOffset(done, ReadMaxRows(5)) == done  # no more data: end == start
+    parts = reader.partitions({"t": {"0": 2, "1": 3}}, {"t": {"0": 7, "1": 3, "2": 4}})
+    assert [(p.topic, p.partition, p.start, p.end) for p in parts] == [
+        ("t", 0, 2, 7),
+        ("t", 2, 0, 4),
+    ]
+
+
+# ----------------------------------------------------------------------------- Spark helpers
+
+
+def _run_available_now(
+    spark: Any,
+    bootstrap: str,
+    topics: str,
+    checkpoint: Path,
+    options: dict[str, str] | None = None,
+    on_batch: Callable[[int, list[Any]], None] | None = None,
+) -> list[tuple[int, list[Any]]]:
+    """Run a query with Trigger.AvailableNow; return (batch_id, rows) per non-empty batch."""
+    reader = (
+        spark.readStream.format("streamtable-kafka")
+        .option("bootstrap.servers", bootstrap)
+        .option("topics", topics)
+    )
+    for k, v in (options or {}).items():
+        reader = reader.option(k, v)
+    batches: list[tuple[int, list[Any]]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows = df.collect()
+        if rows:
+            batches.append((batch_id, rows))
+        if on_batch is not None:
+            on_batch(batch_id, rows)
+
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "Trigger.AvailableNow query did not stop by itself"
+    assert query.exception() is None, query.exception()
+    return batches
+
+
+def _as_tuples(rows: list[Any]) -> list[tuple]:
+    return sorted(
+        (
+            r.topic,
+            r.partition,
+            r.offset,
+            r.timestamp,
+            r.key,
+            r.value,
+            tuple((h.key, h.value) for h in r.headers),
+        )
+        for r in rows
+    )
+
+
+# ----------------------------------------------------------------------------- Spark tests
+
+
+def test_reads_exactly_what_was_produced(spark, bootstrap, new_topic, produce, tmp_path) -> None:
+    topic = new_topic(2)
+    records = [
+        (0, b"k0", b"v0", 1_700_000_000_000, [("h1", b"a"), ("h2", None)]),
+        (1, b"k1", b"v1", 1_700_000_000_001, None),
+        (0, b"k2", None, 1_700_000_000_002, [("trace", b"\x00\xff")]),  # tombstone
+        (1, None, b"no-key", 1_700_000_000_003, []),
+        (0, b"", b"", 1_700_000_000_004, [("h1", b"a"), ("h1", b"b")]),  # repeated header key
+        (1, b"k5", b"x" * 1000, 1_700_000_000_005, None),
+    ]
+    produce(topic, records)
+    batches = _run_available_now(spark, bootstrap, topic, tmp_path / "ck")
+    rows = [r for _, rows in batches for r in rows]
+    expected = []
+    next_offset = {0: 0, 1: 0}
+    for part, key, value, ts, headers in records:
+        expected.append((topic, part, next_offset[part], ts, key, value, tuple(headers or ())))
+        next_offset[part] += 1
+    assert _as_tuples(rows) == sorted(expected)
+    assert len(batches) == 1
+    assert spark.createDataFrame([], KAFKA_SCHEMA).schema == KAFKA_SCHEMA
+
+
+def test_resume_from_checkpoint_reads_only_new_records(
+    spark, bootstrap, new_topic, produce, tmp_path
+) -> None:
+    topic = new_topic(2)
+    produce(topic, [(i % 2, b"a%d" % i, b"first-%d" % i, 1000 + i, None) for i in range(6)])
+    checkpoint = tmp_path / "ck"
+    first = _run_available_now(spark, bootstrap, topic, checkpoint)
+    assert sorted(r.value for _, rows in first for r in rows) == sorted(
+        b"first-%d" % i for i in range(6)
+    )
+    produce(topic, [(i % 2, b"b%d" % i, b"second-%d" % i, 2000 + i, None) for i in range(4)])
+    second = _run_available_now(spark, bootstrap, topic, checkpoint)
+    rows = [r for _, rows in second for r in rows]
+    assert sorted((r.partition, r.offset, r.value) for r in rows) == [
+        (0, 3, b"second-0"),
+        (0, 4, b"second-2"),
+        (1, 3, b"second-1"),
+        (1, 4, b"second-3"),
+    ]
+    assert min(b for b, _ in second) > max(b for b, _ in first)
+    # Nothing new: a third run reads nothing.
+    assert _run_available_now(spark, bootstrap, topic, checkpoint) == []
+
+
+def test_available_now_stops_at_target_with_max_records_per_batch(
+    spark, bootstrap, new_topic, produce, tmp_path
+) -> None:
+    topic = new_topic(2)
+    produce(topic, [(i % 2, None, b"%03d" % i, 1000, None) for i in range(25)])
+    late = [(0, None, b"late-%d" % i, 1000, None) for i in range(5)]
+    produced_late = []
+
+    def during(batch_id: int, rows: list[Any]) -> None:
+        if not produced_late:  # arrives after the AvailableNow target was fixed
+            produce(topic, late)
+            produced_late.append(True)
+
+    checkpoint = tmp_path / "ck"
+    batches = _run_available_now(
+        spark, bootstrap, topic, checkpoint, {"max.records.per.batch": "10"}, on_batch=during
+    )
+    assert [len(rows) for _, rows in batches] == [10, 10, 5]
+    values = sorted(r.value for _, rows in batches for r in rows)
+    assert values == sorted(b"%03d" % i for i in range(25))
+    # each batch takes from both partitions evenly
+    for _, rows in batches[:2]:
+        assert sorted(r.partition for r in rows) == [0] * 5 + [1] * 5
+    # the late records are there for the next run
+    again = _run_available_now(spark, bootstrap, topic, checkpoint)
+    assert sorted(r.value for _, rows in again for r in rows) == sorted(v for _, _, v, _, _ in late)
+
+
+def test_starting_offsets_latest_skips_existing_records(
+    spark, bootstrap, new_topic, produce, tmp_path
+) -> None:
+    topic = new_topic(2)
+    produce(topic, [(i % 2, None, b"old-%d" % i, 1000, None) for i in range(4)])
+    checkpoint = tmp_path / "ck"
+    opts = {"starting.offsets": "latest"}
+    assert _run_available_now(spark, bootstrap, topic, checkpoint, opts) == []
+    produce(topic, [(1, None, b"new", 1000, None)])
+    rows = [
+        r for _, rows in _run_available_now(spark, bootstrap, topic, checkpoint, opts) for r in rows
+    ]
+    assert [(r.partition, r.offset, r.value) for r in rows] == [(1, 2, b"new")]
+
+
+def test_multiple_topics_and_group_offsets_committed(
+    spark, bootstrap, new_topic, produce, tmp_path
+) -> None:
+    t1, t2 = new_topic(2), new_topic(1)
+    produce(t1, [(i % 2, None, b"t1-%d" % i, 1000, None) for i in range(5)])
+    produce(t2, [(0, None, b"t2-%d" % i, 1000, None) for i in range(2)])
+    group = f"lag-{t1}"
+    rows = [
+        r
+        for _, rows in _run_available_now(
+            spark, bootstrap, f"{t1}, {t2}", tmp_path / "ck", {"group.id": group}
+        )
+        for r in rows
+    ]
+    assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(
+        [(t1, 0, o) for o in range(3)]
+        + [(t1, 1, o) for o in range(2)]
+        + [(t2, 0, o) for o in range(2)]
+    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # Spark commits the source after the batch; allow a moment
+            committed = consumer.committed(
+                [TopicPartition(t1, 0), TopicPartition(t1, 1), TopicPartition(t2, 0)], timeout=10
+            )
+            got = [(tp.topic, tp.partition, tp.offset) for tp in committed]
+            if got == [(t1, 0, 3), (t1, 1, 2), (t2, 0, 2)] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        consumer.close()
+    assert got == [(t1, 0, 3), (t1, 1, 2), (t2, 0, 2)]
+
+
+def test_development_profile_is_exact_with_batching_producer(
+    spark, bootstrap, new_topic, tmp_path
+) -> None:
+    topic = new_topic(2)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True}
+    )
+    for i in range(3000):
+        producer.produce(topic, value=b"%05d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    batches = _run_available_now(
+        spark, bootstrap, topic, tmp_path / "ck", development_source_options()
+    )
+    values = sorted(r.value for _, rows in batches for r in rows)
+    assert values == [b"%05d" % i for i in range(3000)]
+
+
+def test_missing_topic_fails_the_query_naming_it(spark, bootstrap, tmp_path) -> None:
+    name = f"absent-{time.monotonic_ns()}"
+    query = (
+        spark.readStream.format("streamtable-kafka")
+        .option("bootstrap.servers", bootstrap)
+        .option("topics", name)
+        .load()
+        .writeStream.foreachBatch(lambda df, i: None)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception) as info:
+        query.awaitTermination(60)
+    assert name in str(info.value)
+
+
+def _count_available_now(
+    spark: Any, bootstrap: str, topic: str, checkpoint: Path
+) -> tuple[int, float]:
+    counts: list[int] = []
+    t0 = time.monotonic()
+    query = (
+        spark.readStream.format("streamtable-kafka")
+        .option("bootstrap.servers", bootstrap)
+        .option("topics", topic)
+        .options(**development_source_options())
+        .load()
+        .writeStream.foreachBatch(lambda df, i: counts.append(df.count()))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(600)
+    return sum(counts), time.monotonic() - t0
+
+
+def _produce_fast(bootstrap: str, topic: str, n: int, size: int = 100) -> None:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    value = b"x" * size
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i & 1)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+@pytest.mark.skipif(
+    not os.environ.get("STREAMTABLE_KAFKA_BENCH"), reason="set STREAMTABLE_KAFKA_BENCH=1 to run"
+)
+def test_read_throughput_benchmark(spark, bootstrap, new_topic, tmp_path) -> None:
+    """Reads 1M 100-byte records from 2 partitions into a count() through foreachBatch.
+
+    Reports the rate of the whole query (planning, Python workers, Arrow, count) after a
+    warm-up query has started Spark's Python workers.
+    """
+    n = int(os.environ.get("STREAMTABLE_KAFKA_BENCH_RECORDS", "1000000"))
+    warm = new_topic(2)
+    _produce_fast(bootstrap, warm, 1000)
+    assert _count_available_now(spark, bootstrap, warm, tmp_path / "warm")[0] == 1000
+    topic = new_topic(2)
+    _produce_fast(bootstrap, topic, n)
+    total, seconds = _count_available_now(spark, bootstrap, topic, tmp_path / "ck")
+    assert total == n
+    logger.warning("BENCH read+count %d records in %.1fs = %.0f rows/s", n, seconds, n / seconds)
+    print(f"\nBENCH read {n} records in {seconds:.1f}s = {n / seconds:,.0f} rows/s")

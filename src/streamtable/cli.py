@@ -24,7 +24,6 @@ from types import ModuleType
 from typing import Any
 
 from streamtable.config import StreamsConfig
-
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable")

@@ -30,32 +30,27 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes 
 
 
 def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
-    """Every record of ``topic``, partition by partition, in offset order."""
+    """Every record of ``topic``, partition by partition, in offset order (to the log end)."""
     import time
 
-    counts = partition_counts(bootstrap, [topic])
+    from confluent_kafka import KafkaError
+
+    partitions = partition_counts(bootstrap, [topic])[topic]
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    out = []
+                         "enable.auto.commit": False, "enable.partition.eof": True})
     try:
-        for p in range(counts[topic]):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            consumer.assign([TopicPartition(topic, p, 0)])
-            records = []
-            deadline = time.monotonic() + timeout
-            idle = 0
-            while time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    idle += 1
-                    if idle >= 3 and (not records or records[-1].offset() + 1 >= high):
-                        break
-                    continue
-                idle = 0
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        per_partition: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+        eof: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < partitions:
+            assert time.monotonic() < deadline, f"timed out reading {topic}"
+            for msg in consumer.consume(1000, 0.05):
                 if msg.error():
-                    continue
-                records.append(msg)
-            out.extend(records)
+                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                    eof.add(msg.partition())
+                else:
+                    per_partition[msg.partition()].append(msg)
     finally:
         consumer.close()
-    return out
+    return [m for p in sorted(per_partition) for m in per_partition[p]]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from tests.spark.harness import last_per_key, per_key, run_driver, run_spark
 from tests.spark.topologies import random_case, random_input
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
+from tests.unit.test_fk_join import load_example
 
 from streamtable import TopologyTestDriver
 from streamtable.runtime.spark import StreamsApp
-from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
-from tests.unit.test_fk_join import load_example
 
 pytestmark = pytest.mark.spark
 
@@ -73,3 +73,19 @@ def test_share_holders_on_spark_equals_driver(spark, tmp_path, seed):
         app.process_batch(df, batch)
     for store in ("us-share-holders", "positions-enriched", "share-holder-store"):
         assert app.store(store).to_dict() == driver.get_key_value_store(store).to_dict(), store
+
+
+def test_right_table_not_partitioned_by_kafka_default_is_a_clear_error(spark, tmp_path):
+    from streamtable import ProcessingError
+
+    topology = load_example("topology").build_topology()
+    app = StreamsApp(topology, "fk-partitioner", state_dir=str(tmp_path), spark=spark,
+                     output=MemoryOutput())
+    app.prepare({"share-holders": 2, "shares-ref-data": 2})
+    good = rows([("shares-ref-data", "AAPL", {"name": "Apple", "exchange": "NASDAQ"})], 2, 0)
+    wrong = [(t, 1 - p, o, ts, k, v, h) for t, p, o, ts, k, v, h in good]
+    with pytest.raises(Exception) as info:
+        app.process_batch(spark.createDataFrame(wrong, SOURCE_SCHEMA), 0)
+    message = str(info.value)
+    assert "murmur2_random" in message and "topic='shares-ref-data'" in message
+    assert ProcessingError.__name__ in message

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from streamtable.serving import SqliteServingStore
 from tests.spark.kafka_util import new_topics, produce
 from tests.spark.test_kafka_end_to_end import expected_counts, output_counts
+
+from streamtable.serving import SqliteServingStore
 
 pytestmark = pytest.mark.spark
 
@@ -36,29 +36,29 @@ def write_app(path: Path, src: str, out: str) -> Path:
     return app
 
 
-def run_cli(app: Path, kafka: str, state: Path, *extra: str) -> subprocess.Popen[bytes]:
+def run_cli(app: Path, bootstrap: str, state: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), STREAMTABLE_SPARK_LOG_LEVEL="ERROR")
     cmd = [sys.executable, "-m", "streamtable.cli", "run", str(app),
-           "--bootstrap-servers", kafka, "--state-dir", str(state),
+           "--bootstrap-servers", bootstrap, "--state-dir", str(state),
            "--application-id", "killed", "--development-broker",
            "--config", "max.records.per.batch=150", "--config", "commit.interval.ms=0",
            *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def test_kill_9_at_random_points_then_restart_gives_exact_result(kafka, tmp_path):
+def test_kill_9_at_random_points_then_restart_gives_exact_result(bootstrap, tmp_path):
     rng = random.Random(7)
-    src, out = new_topics(kafka, 2, "kill-lines", "kill-counts")
+    src, out = new_topics(bootstrap, 2, "kill-lines", "kill-counts")
     app = write_app(tmp_path, src, out)
     state = tmp_path / "state"
     lines: list[str] = []
     batches_before_kill = []
-    for _round in range(3):
+    for _round in range(2):
         chunk = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
                  for _ in range(1500)]
         lines.extend(chunk)
-        produce(kafka, src, [(None, line.encode()) for line in chunk])
-        proc = run_cli(app, kafka, state)
+        produce(bootstrap, src, [(None, line.encode()) for line in chunk])
+        proc = run_cli(app, bootstrap, state)
         log: list[str] = []
         reader = threading.Thread(
             target=lambda p=proc, out=log: out.extend(
@@ -79,7 +79,7 @@ def test_kill_9_at_random_points_then_restart_gives_exact_result(kafka, tmp_path
         proc.wait(30)
         reader.join(10)
         batches_before_kill.append(sum(" records in " in line for line in log))
-    final = run_cli(app, kafka, state, "--until-caught-up")
+    final = run_cli(app, bootstrap, state, "--until-caught-up")
     _, err = final.communicate(timeout=300)
     assert final.returncode == 0, err.decode()[-3000:]
     print("batches before each kill:", batches_before_kill,
@@ -89,7 +89,7 @@ def test_kill_9_at_random_points_then_restart_gives_exact_result(kafka, tmp_path
     expected = dict(expected_counts(lines))
     store = SqliteServingStore(state / "killed" / "serving.db").view("counts-store")
     assert store.to_dict() == expected
-    per_word = output_counts(kafka, out)
+    per_word = output_counts(bootstrap, out)
     assert {w: seq[-1] for w, seq in per_word.items()} == expected
     for word, seq in per_word.items():
         assert seq == sorted(set(seq)), f"{word}: a count was produced twice or went back"

@@ -142,6 +142,8 @@ class KTable:
             b.add_topic(t, internal=True, kind="repartition")
         right_source = b.source_of(other._node)
         right_external = not b._topics[right_source.topics[0]].internal
+        if right_external:
+            right_source.options["check_partitioner"] = True
         right_store = other._store
 
         send = b.new_name("KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION")

@@ -56,6 +56,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from streamtable.errors import StreamsError
 from streamtable.kafka.admin import partition_counts
+from streamtable.kafka.partitioner import default_partition, murmur2
 
 logger = logging.getLogger(__name__)
 
@@ -123,53 +124,6 @@ class ProduceResult:
     #: records produced by this call, per (topic, partition)
     per_partition: dict[tuple[str, int], int] = field(default_factory=dict)
 
-
-# ------------------------------------------------------------------------------ partitioning
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash (signed 32-bit, identical to ``org.apache.kafka.common.utils.Utils``).
-
-    >>> murmur2(b"21")
-    -973932308
-    """
-    length = len(data)
-    m = 0x5BD1E995
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    n4 = length // 4
-    for i in range(n4):
-        i4 = i * 4
-        k = data[i4] | (data[i4 + 1] << 8) | (data[i4 + 2] << 16) | (data[i4 + 3] << 24)
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    rest = length & 3
-    base = length & ~3
-    if rest == 3:
-        h ^= data[base + 2] << 16
-    if rest >= 2:
-        h ^= data[base + 1] << 8
-    if rest >= 1:
-        h ^= data[base]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-def default_partition(key: bytes, num_partitions: int) -> int:
-    """Partition Kafka's Java producer picks for a non-null ``key``.
-
-    >>> default_partition(b"21", 4)
-    0
-    """
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
-
-# ------------------------------------------------------------------------------ input rows
 
 
 def _to_bytes(value: Any, what: str) -> bytes | None:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from streamtable.processors.api import Change, Processor, Record
 from streamtable.processors.io import SinkProcessor

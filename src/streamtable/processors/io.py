@@ -26,8 +26,25 @@ class SourceProcessor(Processor):
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.timestamp_extractor = timestamp_extractor
+        # set for the right table of a foreign-key join, which finds rows by Kafka's partitioner
+        self.check_partitioner = False
+
+    def _check_partition(self, raw: RawRecord) -> None:
+        from streamtable.kafka.partitioner import default_partition
+
+        expected = default_partition(raw.key, self.task.partitions_of(raw.topic))  # type: ignore[arg-type]
+        if expected != raw.partition:
+            raise ProcessingError(
+                f"the key is in partition {raw.partition}, but Kafka's default partitioner "
+                f"(murmur2) puts it in partition {expected}; a foreign-key join finds rows of "
+                "this table by that partitioner, so produce to this topic with it (in "
+                "confluent-kafka: 'partitioner': 'murmur2_random', the Java client's default)",
+                topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
+            )
 
     def process_raw(self, raw: RawRecord) -> None:
+        if self.check_partitioner and raw.key is not None:
+            self._check_partition(raw)
         try:
             key = self.key_serde.deserialize(raw.topic, raw.key)  # type: ignore[union-attr]
         except Exception as e:

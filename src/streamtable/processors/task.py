@@ -88,6 +88,8 @@ class Task:
                 default_value = PICKLE if internal else self.config.default_value_serde
                 proc.key_serde = proc.key_serde or default_key
                 proc.value_serde = proc.value_serde or default_value
+                if isinstance(proc, SourceProcessor):
+                    proc.check_partitioner = bool(node.options.get("check_partitioner"))
             if isinstance(proc, SinkProcessor):
                 proc.real_topic = topo.internal_topic_name(self.app_id, proc.topic)
                 proc.carries_changes = topo.topics[proc.topic].internal

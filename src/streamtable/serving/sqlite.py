@@ -10,8 +10,9 @@ from __future__ import annotations
 import pickle
 import sqlite3
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from streamtable.state.stores import key_order
 
@@ -27,8 +28,13 @@ CREATE TABLE IF NOT EXISTS applied (id INTEGER PRIMARY KEY CHECK (id = 0), batch
 """
 
 
-def _key_bytes(key: Any) -> bytes:
+def encode_key(key: Any) -> bytes:
+    """The bytes a key is stored under: writers and readers must agree on them."""
     return pickle.dumps(key, protocol=5)
+
+
+def encode_value(value_and_timestamp: tuple[Any, int]) -> bytes:
+    return pickle.dumps(value_and_timestamp, protocol=5)
 
 
 class SqliteServingStore:
@@ -36,7 +42,7 @@ class SqliteServingStore:
 
     >>> import tempfile, os
     >>> s = SqliteServingStore(os.path.join(tempfile.mkdtemp(), "serving.db"))
-    >>> s.apply(0, [("counts", pickle.dumps("a"), pickle.dumps((3, 100)), 0)])
+    >>> s.apply(0, [("counts", encode_key("a"), encode_value((3, 100)), 0)])
     True
     >>> s.view("counts").get("a")
     3
@@ -120,13 +126,13 @@ class StoreView:
 
     def get(self, key: Any) -> Any:
         row = self._serving._conn().execute(
-            "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, _key_bytes(key))
+            "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, encode_key(key))
         ).fetchone()
         return None if row is None else pickle.loads(row[0])[0]
 
     def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
         row = self._serving._conn().execute(
-            "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, _key_bytes(key))
+            "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, encode_key(key))
         ).fetchone()
         return None if row is None else pickle.loads(row[0])
 

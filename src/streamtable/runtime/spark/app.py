@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from pyspark import cloudpickle
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from streamtable.errors import TopologyError
 from streamtable.topology.graph import Topology
@@ -84,8 +85,7 @@ def plan_query(topology: Topology, application_id: str,
         if counts:
             p = next(iter(counts.values()))
         else:
-            explicit = [topology.topics[t].partitions for t in internal
-                        if topology.topics[t].partitions]
+            explicit = [n for t in internal if (n := topology.topics[t].partitions)]
             p = max(explicit) if explicit else max(
                 [partitions[u] for u in upstream[sid]] or [default_partitions or 1]
             )
@@ -97,7 +97,8 @@ def plan_query(topology: Topology, application_id: str,
     for stage in stages:
         for u in stage.upstream:
             next(s for s in stages if s.subtopology == u).consumed_later = True
-    topic_partitions = {t: s.partitions for s in stages for t in s.internal_inputs}
+    topic_partitions = {t: s.partitions for s in stages
+                        for t in s.internal_inputs + s.external_inputs}
     position = {s.subtopology: i for i, s in enumerate(stages)}
     topic_rank = {}
     for t, sid in writers.items():

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import heapq
 import logging
-import pickle
+from collections.abc import Iterator
 from itertools import chain, groupby
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
@@ -21,6 +21,7 @@ from streamtable.config import StreamsConfig
 from streamtable.processors.api import Headers, RawRecord
 from streamtable.processors.task import Task
 from streamtable.runtime.spark.state import checkin, checkout
+from streamtable.serving.sqlite import encode_key, encode_value
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger(__name__)
@@ -90,15 +91,14 @@ class _Collector:
         self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
 
     def add_store_changes(self, store: str, changes: dict[Any, Any]) -> None:
-        dumps = pickle.dumps
         for k, v in changes.items():
             self.kind.append(KIND_STORE)
             self.topic.append(store)
             self.partition.append(self.task_id)
             self.offset.append(len(self.offset))
             self.timestamp.append(-1 if v is None else v[1])
-            self.key.append(dumps(k, protocol=5))
-            self.value.append(None if v is None else dumps(v, protocol=5))
+            self.key.append(encode_key(k))
+            self.value.append(None if v is None else encode_value(v))
             self.headers.append(None)
             self.route.append(None)
 

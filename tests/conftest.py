@@ -1,4 +1,4 @@
-"""Fixtures for the Kafka I/O tests: one real broker and one real SparkSession per session."""
+"""Shared fixtures: one real broker and one real SparkSession per test session."""
 
 from __future__ import annotations
 
@@ -50,26 +50,18 @@ def bootstrap(broker: EmbeddedBroker) -> str:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
+    """The SparkSession streamtable itself would create, on local[2], with our Kafka source."""
     from streamtable.kafka.source import register
+    from streamtable.runtime.spark.session import spark_session
 
-    existed = SparkSession.getActiveSession() is not None
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("streamtable-kafka-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
+    os.environ.setdefault("STREAMTABLE_SPARK_LOG_LEVEL", "ERROR")
+    session = spark_session(
+        "local[2]", "streamtable-tests",
+        conf={"spark.ui.enabled": "false", "spark.sql.streaming.stopTimeout": "30s"},
     )
-    session.sparkContext.setLogLevel("ERROR")
     register(session)
     yield session
-    if not existed:
-        session.stop()
+    session.stop()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ lint: install
 	$(PY) -m mypy src
 
 demo: install
-	$(PY) -m streamtable.cli demo $(ARGS)
+	$(PY) -m examples.share_holders.demo $(ARGS)
 
 bench: install
 	$(PY) -m bench $(ARGS)

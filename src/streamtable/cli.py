@@ -1,4 +1,4 @@
-"""Command line: ``streamtable run | describe | reset | query | broker | demo``.
+"""Command line: ``streamtable run | describe | reset | query | broker``.
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
 ``config`` dict of settings (Kafka Streams keys: ``application.id``, ``bootstrap.servers``...).
@@ -156,12 +156,6 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from streamtable.demo import run_demo
-
-    return run_demo(once=args.once)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="streamtable", description="Kafka Streams' stream-table model on Spark"
@@ -200,9 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=9092)
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_broker)
-    p = sub.add_parser("demo", help="run the share-holders demo")
-    p.add_argument("--once", action="store_true", help="run once, check, and exit")
-    p.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

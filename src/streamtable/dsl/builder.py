@@ -170,12 +170,14 @@ class StreamsBuilder:
         key_serde: Serde | str | None = None,
         value_serde: Serde | str | None = None,
         partitions: int | None = None,
+        carries_changes: bool = False,
     ) -> str:
         """Sink to and source from the internal topic ``<topic_base>-repartition``; returns the
         source node's name."""
         topic = f"{topic_base}-repartition"
         self.add_sink(parent, topic, key_serde, value_serde, internal=True)
         self._topics[topic].partitions = partitions
+        self._topics[topic].carries_changes = carries_changes
         return self.add_source([topic], key_serde, value_serde, internal=True)
 
     # -- entry points ----------------------------------------------------------------------

@@ -124,7 +124,8 @@ class KGroupedTable:
         b = self._builder
         store = b.add_store(materialized, f"{prefix}-STATE-STORE")
         base = self._name or store.name
-        source = b.repartition(self._selector_node, base, self._key_serde, self._value_serde)
+        source = b.repartition(self._selector_node, base, self._key_serde, self._value_serde,
+                               carries_changes=True)
         name = b.new_name(prefix, named)
         store_name = store.name
         b.add_node(name, lambda: make(store_name), [source], stores=[store_name])

@@ -78,6 +78,12 @@ class TableAggregate(StoringProcessor):
         self.adder = adder
         self.subtractor = subtractor
 
+    def subtract(self, key: Any, value: Any, agg: Any) -> Any:
+        return self.subtractor(key, value, agg)
+
+    def add(self, key: Any, value: Any, agg: Any) -> Any:
+        return self.adder(key, value, self.initializer() if agg is None else agg)
+
     def process(self, record: Record) -> None:
         key = record.key
         change: Change[Any] = record.value
@@ -86,17 +92,18 @@ class TableAggregate(StoringProcessor):
         ts = record.timestamp if stored is None else max(record.timestamp, stored[1])
         agg = old
         if change.old is not None and old is not None:
-            agg = self.subtractor(key, change.old, old)
+            agg = self.subtract(key, change.old, old)
         if change.new is not None:
-            agg = self.adder(key, change.new, self.initializer() if agg is None else agg)
+            agg = self.add(key, change.new, agg)
         if agg is None and old is None:
             return
         self.emit(key, agg, old, record.with_timestamp(ts))
 
 
-class TableReduce(StoringProcessor):
+class TableReduce(TableAggregate):
     """Grouped-table reduce: ``subtractor(aggregate, old)`` then ``adder(aggregate, new)``;
-    a ``None`` result deletes the row (the share-holders service relies on it)."""
+    the first value of a group is its aggregate, and a ``None`` result deletes the row (the
+    share-holders service relies on it)."""
 
     def __init__(
         self,
@@ -105,20 +112,11 @@ class TableReduce(StoringProcessor):
         subtractor: Callable[[Any, Any], Any],
     ) -> None:
         self.store_name = store_name
-        self.adder = adder
-        self.subtractor = subtractor
+        self.reduce_adder = adder
+        self.reduce_subtractor = subtractor
 
-    def process(self, record: Record) -> None:
-        key = record.key
-        change: Change[Any] = record.value
-        stored = self.store.get(key)
-        old = None if stored is None else stored[0]
-        ts = record.timestamp if stored is None else max(record.timestamp, stored[1])
-        agg = old
-        if change.old is not None and old is not None:
-            agg = self.subtractor(old, change.old)
-        if change.new is not None:
-            agg = change.new if agg is None else self.adder(agg, change.new)
-        if agg is None and old is None:
-            return
-        self.emit(key, agg, old, record.with_timestamp(ts))
+    def subtract(self, key: Any, value: Any, agg: Any) -> Any:
+        return self.reduce_subtractor(agg, value)
+
+    def add(self, key: Any, value: Any, agg: Any) -> Any:
+        return value if agg is None else self.reduce_adder(agg, value)

@@ -6,7 +6,6 @@ Operators downstream of a KTable receive records whose value is a :class:`Change
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -138,31 +137,25 @@ class Processor:
 
     def forward(self, record: Record, child: str | None = None) -> None:
         if child is not None:
-            self._children_by_name[child].receive(record)
+            self._children_by_name[child].process(record)
             return
         for c in self._children:
-            c.receive(record)
-
-    def receive(self, record: Record) -> None:
-        """Process ``record`` with this node as the current one (used by the parents)."""
-        # No try/finally: when process() raises, current_node keeps naming the failing operator
-        # for the task's error report.
-        task = self.task
-        previous = task.current_node
-        task.current_node = self
-        self.process(record)
-        task.current_node = previous
+            c.process(record)
 
 
-    def receive_as_current(self, record: Record) -> None:
-        """Forward ``record`` to the children as if this node had just produced it (cache flush)."""
-        task = self.task
-        previous = task.current_node
-        task.current_node = self
-        self.forward(record)
-        task.current_node = previous
+def failing_processor(error: BaseException) -> str | None:
+    """The innermost processor on the traceback of ``error``: the operator where it failed.
+
+    Reading the traceback only when something failed keeps the record path free of
+    bookkeeping.
+    """
+    name = None
+    tb = error.__traceback__
+    while tb is not None:
+        obj = tb.tb_frame.f_locals.get("self")
+        if isinstance(obj, Processor):
+            name = obj.name
+        tb = tb.tb_next
+    return name
 
 
-def call_user(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call a user function; kept separate so tracebacks point at the user's code."""
-    return fn(*args)

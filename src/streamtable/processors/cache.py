@@ -8,6 +8,7 @@ update of a share-holders position is one emission with caching and subtract-the
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from streamtable.processors.api import Change, Headers, Record
@@ -27,8 +28,9 @@ class ChangeForwarder:
         self._processor = processor
         self.caching = caching
         self.max_entries = max(1, max_entries)
-        # key -> [first old value, newest value, timestamp, headers]; insertion ordered
-        self._dirty: dict[Any, list[Any]] = {}
+        # key -> [first old value, newest value, timestamp, headers]; insertion ordered (an
+        # OrderedDict: evicting the eldest of a plain dict gets slower with every deletion)
+        self._dirty: OrderedDict[Any, list[Any]] = OrderedDict()
 
     def forward(self, key: Any, new: Any, old: Any, timestamp: int, headers: Headers = ()) -> None:
         if not self.caching:
@@ -45,20 +47,19 @@ class ChangeForwarder:
             entry[3] = headers
 
     def _evict_eldest(self) -> None:
-        key = next(iter(self._dirty))
-        old, new, ts, headers = self._dirty.pop(key)
+        key, (old, new, ts, headers) = self._dirty.popitem(last=False)
         self._emit(key, new, old, ts, headers)
 
     def _emit(self, key: Any, new: Any, old: Any, ts: int, headers: Headers) -> None:
         if new is None and old is None:
             return  # created and deleted within one commit: nothing happened downstream
-        self._processor.receive_as_current(Record(key, Change(new, old), ts, headers))
+        self._processor.forward(Record(key, Change(new, old), ts, headers))
 
     def flush(self) -> bool:
         """Forward every held change; True if anything was held."""
         if not self._dirty:
             return False
-        dirty, self._dirty = self._dirty, {}
+        dirty, self._dirty = self._dirty, OrderedDict()
         for key, (old, new, ts, headers) in dirty.items():
             self._emit(key, new, old, ts, headers)
         return True

@@ -28,6 +28,7 @@ class SourceProcessor(Processor):
         self.timestamp_extractor = timestamp_extractor
         # set for the right table of a foreign-key join, which finds rows by Kafka's partitioner
         self.check_partitioner = False
+        self.carries_changes = False
 
     def _check_partition(self, raw: RawRecord) -> None:
         from streamtable.kafka.partitioner import default_partition
@@ -45,20 +46,18 @@ class SourceProcessor(Processor):
     def process_raw(self, raw: RawRecord) -> None:
         if self.check_partitioner and raw.key is not None:
             self._check_partition(raw)
+        what, serde = "key", self.key_serde
         try:
-            key = self.key_serde.deserialize(raw.topic, raw.key)  # type: ignore[union-attr]
+            key = serde.deserialize(raw.topic, raw.key)  # type: ignore[union-attr]
+            what, serde = "value", self.value_serde
+            value = serde.deserialize(raw.topic, raw.value)  # type: ignore[union-attr]
         except Exception as e:
             raise DeserializationError(
-                f"cannot decode key with {self.key_serde!r}: {e}",
+                f"cannot decode {what} with {serde!r}: {e}",
                 topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
             ) from e
-        try:
-            value = self.value_serde.deserialize(raw.topic, raw.value)  # type: ignore[union-attr]
-        except Exception as e:
-            raise DeserializationError(
-                f"cannot decode value with {self.value_serde!r}: {e}",
-                topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
-            ) from e
+        if self.carries_changes:
+            value = Change(value[0], value[1])
         ts = raw.timestamp
         if self.timestamp_extractor is not None:
             ts = self.timestamp_extractor(key, value, ts)
@@ -70,7 +69,6 @@ class SourceProcessor(Processor):
         task = self.task
         if ts > task.stream_time:
             task.stream_time = ts
-        task.current_node = self
         self.forward(Record(key, value, ts, raw.headers))
 
     def process(self, record: Record) -> None:
@@ -106,8 +104,8 @@ class SinkProcessor(Processor):
         try:
             key = self.key_serde.serialize(topic, record.key)  # type: ignore[union-attr]
             value = record.value
-            if isinstance(value, Change) and not self.carries_changes:
-                value = value.new
+            if isinstance(value, Change):
+                value = (value.new, value.old) if self.carries_changes else value.new
             data = self.value_serde.serialize(topic, value)  # type: ignore[union-attr]
         except Exception as e:
             raise ProcessingError(

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from streamtable.config import StreamsConfig
 from streamtable.errors import DeserializationError, ProcessingError, RecordError
-from streamtable.processors.api import Headers, Processor, RawRecord
+from streamtable.processors.api import Headers, Processor, RawRecord, failing_processor
 from streamtable.processors.cache import ChangeForwarder
 from streamtable.processors.io import SinkProcessor, SourceProcessor
 from streamtable.serde import PICKLE
@@ -61,7 +61,6 @@ class Task:
         self.topic_partitions = topic_partitions or {}
         self.app_id = config.application_id
         self.stream_time = -1
-        self.current_node: Processor | None = None
         self.current_raw: RawRecord | None = None
         self.dropped: Counter[str] = Counter()
         self.dead_lettered = 0
@@ -88,11 +87,11 @@ class Task:
                 default_value = PICKLE if internal else self.config.default_value_serde
                 proc.key_serde = proc.key_serde or default_key
                 proc.value_serde = proc.value_serde or default_value
+                proc.carries_changes = any(topo.topics[t].carries_changes for t in node.topics)
                 if isinstance(proc, SourceProcessor):
                     proc.check_partitioner = bool(node.options.get("check_partitioner"))
             if isinstance(proc, SinkProcessor):
                 proc.real_topic = topo.internal_topic_name(self.app_id, proc.topic)
-                proc.carries_changes = topo.topics[proc.topic].internal
             self.processors[name] = proc
         for name in self.subtopology.nodes:
             node = topo.nodes[name]
@@ -113,9 +112,7 @@ class Task:
         try:
             return self.stores[name]
         except KeyError:
-            raise ProcessingError(
-                f"store {name!r} is not connected to this sub-topology", processor=self._node_name()
-            ) from None
+            raise ProcessingError(f"store {name!r} is not connected to this sub-topology") from None
 
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         spec = self.topology.stores[store_name]
@@ -139,21 +136,16 @@ class Task:
             err = ProcessingError(
                 f"{type(e).__name__}: {e}",
                 topic=raw.topic, partition=raw.partition, offset=raw.offset,
-                processor=self._node_name(),
+                processor=failing_processor(e),
             )
             err.__cause__ = e
             self._handle_failure(raw, err, self._proc_handler)
-        finally:
-            self.current_node = None
-
-    def _node_name(self) -> str | None:
-        return None if self.current_node is None else self.current_node.name
 
     def _locate(self, e: RecordError, raw: RawRecord) -> RecordError:
         if e.topic is None:
             located = type(e)(
                 e.reason, topic=raw.topic, partition=raw.partition, offset=raw.offset,
-                processor=e.processor or self._node_name(),
+                processor=e.processor or failing_processor(e),
             )
             located.__cause__ = e.__cause__
             return located

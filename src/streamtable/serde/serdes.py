@@ -7,6 +7,8 @@ import pickle
 import struct
 from typing import Any
 
+import orjson
+
 
 class Serde:
     """Serializer and deserializer for one kind of key or value.
@@ -50,15 +52,26 @@ def _json_default(obj: Any) -> Any:
 
 
 class JsonSerde(Serde):
-    """UTF-8 JSON. Sets and frozensets are written as sorted lists (and read back as lists)."""
+    """UTF-8 JSON (with orjson). Sets and frozensets are written as sorted lists (and read back
+    as lists); dict keys that are not strings are written as strings, as ``json`` does."""
 
     name = "json"
 
     def encode(self, obj: Any) -> bytes:
-        return json.dumps(obj, separators=(",", ":"), default=_json_default).encode("utf-8")
+        try:
+            return orjson.dumps(obj, default=_json_default, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            # what orjson refuses (integers beyond 64 bits, ...) the standard library may take
+            return json.dumps(obj, separators=(",", ":"), default=_json_default).encode()
+
+    def serialize(self, topic: str, obj: Any) -> bytes | None:
+        return None if obj is None else self.encode(obj)
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        return None if data is None else orjson.loads(data)
 
     def decode(self, data: bytes) -> Any:
-        return json.loads(data)
+        return orjson.loads(data)
 
 
 class StringSerde(Serde):

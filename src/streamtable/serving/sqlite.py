@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from streamtable.state.stores import key_order
+from streamtable.state.stores import in_range, key_order, with_prefix
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -148,17 +148,10 @@ class StoreView:
         return iter(self._rows())
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
-        lo = None if from_key is None else key_order(from_key)
-        hi = None if to_key is None else key_order(to_key)
-        for k, v in self._rows():
-            ko = key_order(k)
-            if (lo is None or ko >= lo) and (hi is None or ko <= hi):
-                yield k, v
+        return in_range(self._rows(), from_key, to_key)
 
     def prefix_scan(self, prefix: str | bytes) -> Iterator[tuple[Any, Any]]:
-        for k, v in self._rows():
-            if isinstance(k, type(prefix)) and k.startswith(prefix):  # type: ignore[arg-type]
-                yield k, v
+        return with_prefix(self._rows(), prefix)
 
     def keys_of_task(self, task: int) -> list[Any]:
         """Keys held by one task (partition): how work such as emails is sharded."""

@@ -6,10 +6,8 @@ stores. Users query them through :class:`ReadOnlyKeyValueStore`, which shows val
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
-
-_MISSING = object()
 
 
 def key_order(key: Any) -> tuple[Any, ...]:
@@ -27,6 +25,26 @@ def key_order(key: Any) -> tuple[Any, ...]:
     if isinstance(key, tuple):
         return (4, tuple(key_order(k) for k in key))
     return (9, type(key).__name__, repr(key))
+
+
+def in_range(items: Iterable[tuple[Any, Any]], from_key: Any = None,
+             to_key: Any = None) -> Iterator[tuple[Any, Any]]:
+    """The entries of key-ordered ``items`` with ``from_key <= key <= to_key`` (a ``None``
+    bound is open)."""
+    lo = None if from_key is None else key_order(from_key)
+    hi = None if to_key is None else key_order(to_key)
+    for k, v in items:
+        ko = key_order(k)
+        if (lo is None or ko >= lo) and (hi is None or ko <= hi):
+            yield k, v
+
+
+def with_prefix(items: Iterable[tuple[Any, Any]],
+                prefix: str | bytes) -> Iterator[tuple[Any, Any]]:
+    """The entries of ``items`` whose key (of the prefix's type) starts with ``prefix``."""
+    for k, v in items:
+        if isinstance(k, type(prefix)) and k.startswith(prefix):  # type: ignore[arg-type]
+            yield k, v
 
 
 class KeyValueStore(Protocol):
@@ -156,17 +174,10 @@ class ReadOnlyKeyValueStore:
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
         """Entries with ``from_key <= key <= to_key`` (either bound may be ``None``)."""
-        lo = None if from_key is None else key_order(from_key)
-        hi = None if to_key is None else key_order(to_key)
-        for k, v in self.all():
-            ko = key_order(k)
-            if (lo is None or ko >= lo) and (hi is None or ko <= hi):
-                yield k, v
+        return in_range(self.all(), from_key, to_key)
 
     def prefix_scan(self, prefix: str | bytes) -> Iterator[tuple[Any, Any]]:
-        for k, v in self.all():
-            if isinstance(k, type(prefix)) and k.startswith(prefix):  # type: ignore[arg-type]
-                yield k, v
+        return with_prefix(self.all(), prefix)
 
     def approximate_num_entries(self) -> int:
         return len(self._store)

@@ -65,6 +65,7 @@ class TopicSpec:
     internal: bool = False
     kind: str = "external"  # external | repartition
     partitions: int | None = None
+    carries_changes: bool = False  # values are Change(new, old), written as (new, old)
 
 
 @dataclass

@@ -8,6 +8,7 @@ queryable stores.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import logging
 from collections.abc import Iterator
@@ -198,6 +199,17 @@ class StageRunner:
         yield self.run(task_id, table.drop_columns(["_route"]).cast(_input_schema()))
 
     def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
+        # The stores hold many long-lived objects and the record path allocates many short-lived
+        # ones without cycles: the cyclic collector would rescan the stores again and again.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(task_id, table)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
         topology = _topology(self.topology_blob)
         sub = topology.subtopologies[self.subtopology]
         directory = f"{self.state_root}/{self.subtopology}/{task_id}"

@@ -48,7 +48,10 @@ def _stream_ops(rng: random.Random, s: Any, desc: list[str]) -> tuple[Any, bool]
     return s, keyed_by_value
 
 
-def random_case(seed: int) -> Case:
+def random_case(seed: int, topics: dict[str, str] | None = None) -> Case:
+    """Random case ``seed``; ``topics`` renames its topics ("in", "out-stream", "out-table")."""
+    names = {"in": INPUT, "out-stream": "out-stream", "out-table": "out-table"}
+    names.update(topics or {})
     rng = random.Random(seed)
     b = StreamsBuilder()
     desc: list[str] = []
@@ -57,14 +60,14 @@ def random_case(seed: int) -> Case:
     table_input = rng.random() < 0.5
     stateless_only = False
     if not table_input:
-        s = b.stream(INPUT)
+        s = b.stream(names["in"])
         desc.append("stream")
         s, _ = _stream_ops(rng, s, desc)
         shape = rng.choice(["to", "count", "reduce", "aggregate", "to_table"])
         desc.append(shape)
         if shape == "to":
-            s.to("out-stream")
-            outputs.append("out-stream")
+            s.to(names["out-stream"])
+            outputs.append(names["out-stream"])
             stateless_only = True
         else:
             grouped = (s.group_by(lambda k, v: v["g"]) if rng.random() < 0.5
@@ -83,10 +86,10 @@ def random_case(seed: int) -> Case:
                              materialized="agg-filtered")
                 stores.append("agg-filtered")
                 desc.append("filter")
-            t.to_stream().to("out-table")
-            outputs.append("out-table")
+            t.to_stream().to(names["out-table"])
+            outputs.append(names["out-table"])
     else:
-        t = b.table(INPUT, materialized="source")
+        t = b.table(names["in"], materialized="source")
         stores.append("source")
         desc.append("table")
         for _ in range(rng.randint(0, 2)):
@@ -102,7 +105,7 @@ def random_case(seed: int) -> Case:
         shape = rng.choice(["to_stream", "count", "reduce", "aggregate"])
         desc.append(shape)
         if shape == "to_stream":
-            t.to_stream().to("out-table")
+            t.to_stream().to(names["out-table"])
         else:
             grouped = t.group_by(lambda k, v: (v["g"], v["n"]))
             if shape == "count":
@@ -113,8 +116,8 @@ def random_case(seed: int) -> Case:
                 agg = grouped.aggregate(lambda: 0, lambda k, v, a: a + v,
                                         lambda k, v, a: a - v, "agg")
             stores.append("agg")
-            agg.to_stream().to("out-table")
-        outputs.append("out-table")
+            agg.to_stream().to(names["out-table"])
+        outputs.append(names["out-table"])
     return Case(b.build(), "-".join(desc), outputs, stores, table_input, stateless_only)
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from streamtable.runtime.spark import StreamsApp
-from streamtable.serde import JSON
 from tests.spark.harness import last_per_key, run_driver
 from tests.spark.kafka_util import new_topics, produce, read_all
 from tests.spark.topologies import random_case, random_input
+
+from streamtable.runtime.spark import StreamsApp
+from streamtable.serde import JSON
 
 pytestmark = pytest.mark.spark
 

@@ -17,7 +17,7 @@ from streamtable.errors import DeserializationError, ProcessingError, RecordErro
 from streamtable.processors.api import Headers, Processor, RawRecord, failing_processor
 from streamtable.processors.cache import ChangeForwarder
 from streamtable.processors.io import SinkProcessor, SourceProcessor
-from streamtable.serde import PICKLE
+from streamtable.serde import INTERNAL
 from streamtable.topology.graph import NodeKind, StoreSpec, SubTopology, Topology
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ class Task:
         store_factory: StoreFactory,
         collector: RecordCollector,
         topic_partitions: dict[str, int] | None = None,
+        cache_max_entries: int | None = None,
     ) -> None:
         self.topology = topology
         self.subtopology = subtopology
@@ -59,6 +60,7 @@ class Task:
         self.config = config
         self.collector = collector
         self.topic_partitions = topic_partitions or {}
+        self.cache_max_entries = cache_max_entries or config.cache_max_entries
         self.app_id = config.application_id
         self.stream_time = -1
         self.current_raw: RawRecord | None = None
@@ -83,8 +85,8 @@ class Task:
             proc.name = name
             if isinstance(proc, (SourceProcessor, SinkProcessor)):
                 internal = any(topo.topics[t].internal for t in node.topics)
-                default_key = PICKLE if internal else self.config.default_key_serde
-                default_value = PICKLE if internal else self.config.default_value_serde
+                default_key = INTERNAL if internal else self.config.default_key_serde
+                default_value = INTERNAL if internal else self.config.default_value_serde
                 proc.key_serde = proc.key_serde or default_key
                 proc.value_serde = proc.value_serde or default_value
                 proc.carries_changes = any(topo.topics[t].carries_changes for t in node.topics)
@@ -117,7 +119,7 @@ class Task:
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         spec = self.topology.stores[store_name]
         caching = self.config.caching_enabled if spec.caching is None else spec.caching
-        fw = ChangeForwarder(processor, caching, self.config.cache_max_entries)
+        fw = ChangeForwarder(processor, caching, self.cache_max_entries)
         self._forwarders.append(fw)
         return fw
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import marshal
 import pickle
 import struct
 from typing import Any
@@ -150,6 +151,37 @@ class PickleSerde(Serde):
         return pickle.loads(data)
 
 
+class InternalSerde(Serde):
+    """The serde of internal (repartition) topics: ``marshal`` for the plain Python values it
+    covers (fast), ``pickle`` for the rest, told apart by a leading tag byte.
+
+    Only the running application reads these records, with the same Python; nothing in this
+    format is kept across versions (state files use pickle).
+
+    >>> INTERNAL.decode(INTERNAL.encode((frozenset({1}), None)))
+    (frozenset({1}), None)
+    """
+
+    name = "internal"
+
+    def encode(self, obj: Any) -> bytes:
+        try:
+            return b"M" + marshal.dumps(obj)
+        except ValueError:  # an object marshal does not know
+            return b"P" + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def serialize(self, topic: str, obj: Any) -> bytes | None:
+        return None if obj is None else self.encode(obj)
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        return None if data is None else self.decode(data)
+
+    def decode(self, data: bytes) -> Any:
+        if data[:1] == b"M":
+            return marshal.loads(memoryview(data)[1:])
+        return pickle.loads(memoryview(data)[1:])
+
+
 JSON = JsonSerde()
 STRING = StringSerde()
 INTEGER = IntegerSerde()
@@ -157,6 +189,7 @@ LONG = LongSerde()
 DOUBLE = DoubleSerde()
 BYTES = BytesSerde()
 PICKLE = PickleSerde()
+INTERNAL = InternalSerde()
 
 _BY_NAME: dict[str, Serde] = {
     s.name: s for s in (JSON, STRING, INTEGER, LONG, DOUBLE, BYTES, PICKLE)

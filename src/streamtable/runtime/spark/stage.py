@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
+import sys
 from collections.abc import Iterator
 from itertools import chain, groupby
 from typing import Any
@@ -63,59 +64,38 @@ def _topology(blob: bytes) -> Topology:
 
 
 class _Collector:
-    """Gathers a task's output columns."""
+    """Gathers a task's output rows."""
 
     def __init__(self, internal_topics: set[str], task_id: int) -> None:
         self.internal = internal_topics
         self.task_id = task_id
-        self.kind: list[int] = []
-        self.topic: list[str] = []
-        self.partition: list[int | None] = []
-        self.offset: list[int] = []
-        self.timestamp: list[int] = []
-        self.key: list[bytes | None] = []
-        self.value: list[bytes | None] = []
-        self.headers: list[Any] = []
-        self.route: list[int | None] = []
+        # (kind, topic, partition, offset, timestamp, key, value, headers, route)
+        self.rows: list[tuple[Any, ...]] = []
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
-        internal = topic in self.internal
-        self.kind.append(KIND_INTERNAL if internal else KIND_EXTERNAL)
-        self.topic.append(topic)
-        self.partition.append(self.task_id if internal else partition)
-        self.route.append(partition if internal else None)
-        self.offset.append(len(self.offset))
-        self.timestamp.append(timestamp)
-        self.key.append(key)
-        self.value.append(value)
-        self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+        hs = [{"key": k, "value": v} for k, v in headers] if headers else None
+        if topic in self.internal:
+            self.rows.append((KIND_INTERNAL, topic, self.task_id, len(self.rows), timestamp,
+                              key, value, hs, partition))
+        else:
+            self.rows.append((KIND_EXTERNAL, topic, partition, len(self.rows), timestamp,
+                              key, value, hs, None))
 
     def add_store_changes(self, store: str, changes: dict[Any, Any]) -> None:
+        rows = self.rows
         for k, v in changes.items():
-            self.kind.append(KIND_STORE)
-            self.topic.append(store)
-            self.partition.append(self.task_id)
-            self.offset.append(len(self.offset))
-            self.timestamp.append(-1 if v is None else v[1])
-            self.key.append(encode_key(k))
-            self.value.append(None if v is None else encode_value(v))
-            self.headers.append(None)
-            self.route.append(None)
+            rows.append((KIND_STORE, store, self.task_id, len(rows),
+                         -1 if v is None else v[1], encode_key(k),
+                         None if v is None else encode_value(v), None, None))
 
     def to_batch(self) -> pa.RecordBatch:
+        if not self.rows:
+            return pa.RecordBatch.from_pylist([], schema=OUTPUT_SCHEMA)
+        columns = list(zip(*self.rows, strict=True))
         return pa.RecordBatch.from_arrays(
-            [
-                pa.array(self.kind, pa.int8()),
-                pa.array(self.topic, pa.string()),
-                pa.array(self.partition, pa.int32()),
-                pa.array(self.offset, pa.int64()),
-                pa.array(self.timestamp, pa.int64()),
-                pa.array(self.key, pa.binary()),
-                pa.array(self.value, pa.binary()),
-                pa.array(self.headers, HEADERS_TYPE),
-                pa.array(self.route, pa.int32()),
-            ],
+            [pa.array(col, type=field.type) for col, field in zip(columns, OUTPUT_SCHEMA,
+                                                                  strict=True)],
             schema=OUTPUT_SCHEMA,
         )
 
@@ -216,7 +196,9 @@ class StageRunner:
         state_store, state = checkout(directory, self.batch_id - 1)
         collector = _Collector(self.internal_topics, task_id)
         task = Task(topology, sub, task_id, StreamsConfig(self.config),
-                    lambda spec, _p: state.store(spec.name), collector, self.topic_partitions)
+                    lambda spec, _p: state.store(spec.name), collector, self.topic_partitions,
+                    # with caching, the last change per key per micro-batch: never evict early
+                    cache_max_entries=sys.maxsize)
         task.stream_time = state.stream_time
         for raw in ordered_records(table, self.topic_rank, self.first_topics):
             task.process(raw)

@@ -34,6 +34,7 @@ from streamtable.errors import (
     TopologyError,
 )
 from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.window import TimeWindows, Windowed
 from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from streamtable.topology import Topology
 
@@ -57,6 +58,8 @@ __all__ = [
     "StreamsError",
     "TestInputTopic",
     "TestOutputTopic",
+    "TimeWindows",
+    "Windowed",
     "Topology",
     "TopologyError",
     "TopologyTestDriver",

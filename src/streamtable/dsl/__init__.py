@@ -1,7 +1,7 @@
 """The DSL users write topologies with: StreamsBuilder, KStream, KTable and their views."""
 
 from streamtable.dsl.builder import StreamsBuilder
-from streamtable.dsl.grouped import KGroupedStream, KGroupedTable
+from streamtable.dsl.grouped import KGroupedStream, KGroupedTable, TimeWindowedKStream
 from streamtable.dsl.materialized import Materialized
 from streamtable.dsl.stream import BranchedKStream, KStream
 from streamtable.dsl.table import KTable
@@ -14,4 +14,5 @@ __all__ = [
     "KTable",
     "Materialized",
     "StreamsBuilder",
+    "TimeWindowedKStream",
 ]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from streamtable.dsl.materialized import Materialized
 from streamtable.processors import aggregate as agg
 from streamtable.processors.stateless import DropNullKeys
+from streamtable.processors.window import TimeWindows, WindowedAggregate
 from streamtable.serde import Serde
 
 if TYPE_CHECKING:
@@ -54,6 +55,18 @@ class KGroupedStream:
         b.add_node(name, lambda: make(store_name), [parent], stores=[store_name])
         return KTable(b, name, store_name)
 
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
+        """Aggregate per time window: the result is a table keyed by
+        :class:`~streamtable.processors.window.Windowed` keys.
+
+        >>> from streamtable import StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> counts = (b.stream("notifications").group_by_key()
+        ...     .windowed_by(TimeWindows.of(600_000).advance_by(60_000))
+        ...     .count("notification-counts"))
+        """
+        return TimeWindowedKStream(self, windows)
+
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
         """The number of records per key, as a table.
@@ -84,6 +97,43 @@ class KGroupedStream:
             materialized, "KSTREAM-AGGREGATE",
             lambda s: agg.StreamAggregate(s, initializer, aggregator), named,
         )
+
+
+class TimeWindowedKStream:
+    """A grouped stream with time windows: ``count``, ``reduce``, ``aggregate`` per window."""
+
+    def __init__(self, grouped: KGroupedStream, windows: TimeWindows) -> None:
+        self._grouped = grouped
+        self._windows = windows
+
+    def count(self, materialized: Materialized | str | None = None, *,
+              named: str | None = None) -> KTable:
+        return self.aggregate(_zero, _count_one, materialized, named=named)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | str | None = None, *,
+               named: str | None = None) -> KTable:
+        def aggregator(key: Any, value: Any, agg: Any) -> Any:
+            return value if agg is _FIRST else reducer(agg, value)
+
+        return self.aggregate(_first, aggregator, materialized, named=named)
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | str | None = None, *,
+                  named: str | None = None) -> KTable:
+        windows = self._windows
+        return self._grouped._aggregate(
+            materialized, "KSTREAM-WINDOWED-AGGREGATE",
+            lambda s: WindowedAggregate(s, windows, initializer, aggregator), named,
+        )
+
+
+_FIRST = object()
+
+
+def _first() -> object:
+    return _FIRST
 
 
 def _zero() -> int:

@@ -146,6 +146,25 @@ class KStream:
         source = b.repartition(self._node, base, key_serde, value_serde, partitions)
         return KStream(b, source)
 
+    # -- joins -----------------------------------------------------------------------------
+    def join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
+             named: str | None = None) -> KStream:
+        """Stream-table inner join: each record joins the table's current row for its key
+        (``joiner(value, table_value)``); records without a row are skipped. The stream and the
+        table's topic must be co-partitioned; a stream whose key was changed is repartitioned.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> open_ = b.table("open")
+        >>> b.stream("tick").left_join(open_, lambda tick, state: state).to("states")
+        """
+        return _join_table(self, table, joiner, False, named)
+
+    def left_join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
+                  named: str | None = None) -> KStream:
+        """Stream-table left join: records without a table row join with ``None``."""
+        return _join_table(self, table, joiner, True, named)
+
     # -- stateful --------------------------------------------------------------------------
     def group_by(
         self,
@@ -190,6 +209,24 @@ class KStream:
         store_name = store.name
         b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])
         return KTable(b, name, store_name)
+
+
+def _join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any], left: bool,
+                named: str | None) -> KStream:
+    from streamtable.errors import TopologyError
+    from streamtable.processors.join import StreamTableJoin
+
+    if table._store is None:
+        raise TopologyError("the table of a stream-table join must be materialized: pass "
+                            "materialized= to the operator that created it")
+    b = stream._builder
+    node = stream._node
+    if stream._repartition_required:
+        node = b.repartition(node, b.new_name("KSTREAM-JOIN-REPARTITION"))
+    name = b.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN", named)
+    store = table._store
+    b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store])
+    return KStream(b, name)
 
 
 class BranchedKStream:

@@ -1,0 +1,50 @@
+"""The "not looking at Facebook" app (stream-table join, hopping windows) on Spark equals the
+test driver, micro-batch by micro-batch over two partitions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from streamtable import TopologyTestDriver
+from streamtable.cli import load_app
+from streamtable.runtime.spark import StreamsApp
+from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
+from tests.spark.test_fk_join_runtime import rows
+
+pytestmark = pytest.mark.spark
+
+MIN = 60_000
+
+
+def test_not_looking_at_facebook_on_spark_equals_driver(spark, tmp_path):
+    app_module = load_app("examples/not_looking_at_facebook/app.py")
+    topology = app_module.build_topology(grace_ms=MIN)
+    rng = random.Random(5)
+    events = []
+    for i in range(120):
+        user = f"user{rng.randrange(5)}"
+        if rng.random() < 0.2:
+            events.append(("open", user, rng.choice(["Open", "Closed"])))
+        else:
+            events.append(("tick", user, "tick"))
+    # JSON keys and values like every topic of the test driver's default serdes here
+    config = {"application.id": "fb"}
+    driver = TopologyTestDriver(topology, config)
+    inputs = {t: driver.create_input_topic(t) for t in ("open", "tick")}
+    for i, (topic, k, v) in enumerate(events):
+        inputs[topic].pipe_input(k, v, timestamp=1000 + i * 10_000)
+    app = StreamsApp(topology, "fb", state_dir=str(tmp_path), spark=spark,
+                     output=MemoryOutput(), config=config)
+    app.prepare({"open": 2, "tick": 2})
+    for batch, (lo, hi) in enumerate([(0, 50), (50, 120)]):
+        chunk = [(t, 1000 + (lo + j) * 10_000, k, v)
+                 for j, (t, k, v) in enumerate(events[lo:hi])]
+        frame = rows([(t, k, v) for t, _, k, v in chunk], 2, lo)
+        frame = [(r[0], r[1], r[2], ts, r[4], r[5], r[6])
+                 for r, (_, ts, _, _) in zip(frame, chunk, strict=True)]
+        app.process_batch(spark.createDataFrame(frame, SOURCE_SCHEMA), batch)
+    for store in ("open-store", "notification-counts-store"):
+        assert app.store(store).to_dict() == driver.get_key_value_store(store).to_dict(), store
+    assert len(app.store("notification-counts-store").to_dict()) > 20

@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
+from tests.spark.test_fk_join_runtime import rows
 
 from streamtable import TopologyTestDriver
 from streamtable.cli import load_app
 from streamtable.runtime.spark import StreamsApp
-from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
-from tests.spark.test_fk_join_runtime import rows
 
 pytestmark = pytest.mark.spark
 
@@ -23,7 +23,7 @@ def test_not_looking_at_facebook_on_spark_equals_driver(spark, tmp_path):
     topology = app_module.build_topology(grace_ms=MIN)
     rng = random.Random(5)
     events = []
-    for i in range(120):
+    for _ in range(120):
         user = f"user{rng.randrange(5)}"
         if rng.random() < 0.2:
             events.append(("open", user, rng.choice(["Open", "Closed"])))

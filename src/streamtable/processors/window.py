@@ -7,8 +7,9 @@ late: dropped and counted, never silently.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from streamtable.processors.api import Record
 from streamtable.processors.table import StoringProcessor

@@ -99,12 +99,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.info("caught up; stopped")
         return 0
     app.start()
+    server = None
+    if args.http_port is not None:
+        from streamtable.serving.http import serve_queries
+
+        server = serve_queries(app, args.http_host, args.http_port)
+        log.info("interactive queries at %s/stores", server.url)
     while not stop.is_set():
         if not app.is_running:
             log.error("the query stopped")
             return 1
         stop.wait(0.5)
     log.info("stopping %s", app.application_id)
+    if server is not None:
+        server.stop()
     app.stop()
     return 0
 
@@ -181,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="process what the input topics hold now, then exit")
     p.add_argument("--development-broker", action="store_true",
                    help="the input broker is the embedded development broker")
+    p.add_argument("--http-port", type=int, help="serve interactive queries over HTTP here")
+    p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("reset", help="forget an application's progress and state")
     app_options(p)

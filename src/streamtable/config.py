@@ -26,6 +26,8 @@ DEFAULTS: dict[str, Any] = {
     "processing.guarantee": "exactly_once_v2",
     "num.partitions": None,
     "state.dir": ".streamtable",
+    # the cap of one micro-batch (Spark runtime): large batches when behind, small when caught up
+    "max.records.per.batch": 500_000,
 }
 
 # Kafka Streams sizes its cache in bytes; we hold Python objects, so bytes become entries at

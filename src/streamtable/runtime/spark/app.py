@@ -124,7 +124,8 @@ class StreamsApp:
         if source_partitions is None:
             source_partitions = self._setup_topics()
         plan = plan_query(self.topology, self.application_id, source_partitions,
-                          self.config.get("num.partitions"))
+                          self.config.get("num.partitions"),
+                          dead_letters=bool(self.config.dead_letter_topic))
         for stage in plan.stages:
             if stage.partitions not in plan.labels:
                 plan.labels[stage.partitions] = routing_labels(self.spark, stage.partitions)
@@ -195,18 +196,27 @@ class StreamsApp:
                 plan.topic_partitions, plan.topic_rank, plan.first_topics,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
-            if stage.consumed_later:
+            # A stage read both by a later stage and by the driver is kept, so that it runs once
+            # (running it twice would be correct, from the same state, but twice the work). A
+            # stage read only by later stages runs as part of theirs.
+            collect = stage.has_results or not stage.consumed_later
+            if stage.consumed_later and collect:
                 out = out.persist()
                 cached.append(out)
             outputs[stage.subtopology] = out
-            results.append(out.where(F.col("kind") != KIND_INTERNAL))
+            if collect:
+                results.append(out.where(F.col("kind") != KIND_INTERNAL))
         try:
             table = functools.reduce(lambda a, b: a.unionByName(b), results).toArrow()
+            computed = time.monotonic()
             self._write_results(batch_id, table)
         finally:
             for c in cached:
                 c.unpersist()
         self.last_batch_seconds = time.monotonic() - started
+        log.info("batch %d: stages %.2f s, output %.2f s (%d rows)", batch_id,
+                 computed - started, self.last_batch_seconds - (computed - started),
+                 table.num_rows)
         self.batches += 1
 
     def _write_results(self, batch_id: int, table: Any) -> None:

@@ -19,6 +19,8 @@ class StagePlan:
     upstream: list[int]
     queryable_stores: list[str]
     consumed_later: bool = False
+    # writes to Kafka or to a queryable store, so the driver collects its output
+    has_results: bool = True
 
 
 @dataclass
@@ -38,11 +40,13 @@ class QueryPlan:
 
 def plan_query(topology: Topology, application_id: str,
                source_partitions: Mapping[str, int],
-               default_partitions: int | None = None) -> QueryPlan:
+               default_partitions: int | None = None,
+               dead_letters: bool = False) -> QueryPlan:
     """Order the sub-topologies so that each comes after those writing its repartition topics,
     and give each its task count: the partition count of its source topics (which must agree,
     as Kafka Streams requires for co-partitioning), or for a sub-topology fed only by
-    repartition topics the largest task count upstream."""
+    repartition topics the largest task count upstream. ``dead_letters``: any stage may write
+    to a dead-letter topic."""
     real = {t: topology.internal_topic_name(application_id, t) for t in topology.topics}
     writers: dict[str, int] = {}
     for st in topology.subtopologies:
@@ -90,9 +94,11 @@ def plan_query(topology: Topology, application_id: str,
                 [partitions[u] for u in upstream[sid]] or [default_partitions or 1]
             )
         partitions[sid] = p
+        queryable = [s for s in st.stores if topology.stores[s].queryable]
+        external_sinks = [t for t in st.sink_topics if not topology.topics[t].internal]
         stages.append(StagePlan(
-            sid, p, external, [real[t] for t in internal], upstream[sid],
-            [s for s in st.stores if topology.stores[s].queryable],
+            sid, p, external, [real[t] for t in internal], upstream[sid], queryable,
+            has_results=bool(queryable or external_sinks or dead_letters),
         ))
     for stage in stages:
         for u in stage.upstream:

@@ -46,6 +46,9 @@ def spark_session(master: str | None = None, app_name: str = "streamtable",
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
+        # Spark re-measures an Arrow batch's bytes after every row when this limit is set; with
+        # an array column (headers) that costs time quadratic in the rows of a task
+        .config("spark.sql.execution.arrow.maxBytesPerBatch", "2147483647")
         .config("spark.python.worker.reuse", "true")
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")

@@ -1,0 +1,5 @@
+"""``python -m bench`` (= ``make bench``): see bench/runner.py."""
+
+from bench.runner import main
+
+raise SystemExit(main())

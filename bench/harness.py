@@ -1,0 +1,573 @@
+"""Measuring machinery: the broker, loading input, watching an output topic, sampling the memory
+of a process tree, starting and stopping contenders, pacing input for the latency runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.workloads import Record, normalize_key
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+# Topic settings for every topic the harness creates. quixstreams refuses topics whose config
+# lacks retention.ms (Tansu reports no defaults), so it is always given explicitly.
+TOPIC_CONFIG = {"retention.ms": "604800000", "cleanup.policy": "delete"}
+
+
+def say(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+# --------------------------------------------------------------------------------- topics
+
+
+def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    from streamtable.kafka.admin import ensure_topics
+
+    ensure_topics(bootstrap, topics, TOPIC_CONFIG)
+
+
+def delete_matching(bootstrap: str, needles: Sequence[str], keep: Sequence[str] = ()) -> list[str]:
+    """Delete topics whose name contains one of ``needles`` (frees the broker's memory)."""
+    from streamtable.kafka.admin import delete_topics, list_topic_names
+
+    names = [t for t in list_topic_names(bootstrap)
+             if any(n in t for n in needles) and t not in keep]
+    if names:
+        try:
+            delete_topics(bootstrap, names, timeout=60)
+        except Exception as exc:  # noqa: BLE001 - cleanup only
+            say(f"  (could not delete topics {names[:3]}...: {exc})")
+    return names
+
+
+def group_progress(bootstrap: str, group: str, topic: str) -> int | None:
+    """Input records a consumer group has committed on ``topic`` (None: no commits)."""
+    from streamtable.kafka.admin import partition_counts
+
+    try:
+        n = partition_counts(bootstrap, [topic])[topic]
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                      "enable.auto.commit": False})
+        try:
+            committed = c.committed([TopicPartition(topic, p) for p in range(n)], timeout=10)
+        finally:
+            c.close()
+        offsets = [tp.offset for tp in committed if tp.offset >= 0]
+        return sum(offsets) if offsets else None
+    except Exception:  # noqa: BLE001 - informational only
+        return None
+
+
+def load_topic(bootstrap: str, topic: str, records: list[Record]) -> float:
+    """Produce ``records`` (keyed ones by murmur2 like the Java client); returns seconds."""
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "partitioner": "murmur2_random",
+        "linger.ms": 20,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 500_000,
+        "enable.idempotence": False,
+        "acks": 1,
+    })
+    t0 = time.time()
+    produce = producer.produce
+    for k, v in records:
+        while True:
+            try:
+                produce(topic, key=k, value=v)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(f"{left} records not delivered to {topic}")
+    return time.time() - t0
+
+
+# --------------------------------------------------------------------------- output watcher
+
+
+class OutputWatcher(threading.Thread):
+    """Reads an output topic from the beginning, keeping the last value per key (a tombstone
+    removes the key), and runs ``check`` whenever it has caught up with new data.
+
+    ``ok_time`` is the receive time of the last records before the first passing check.
+    With ``probe_prefix``, the first receive time of every key starting with it is kept."""
+
+    def __init__(self, bootstrap: str, topic: str, workload: str,
+                 check: Callable[[dict[bytes, bytes]], str | None] | None,
+                 probe_prefix: bytes | None = None, check_interval: float = 0.5) -> None:
+        super().__init__(daemon=True, name=f"watch-{topic}")
+        from streamtable.kafka.admin import partition_counts
+
+        self.workload = workload
+        self.check = check
+        self.check_interval = check_interval
+        self.probe_prefix = probe_prefix
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-watch-{topic}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 5,
+            "isolation.level": "read_uncommitted",
+        })
+        n = partition_counts(bootstrap, [topic])[topic]
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
+        self.last: dict[bytes, bytes] = {}
+        self.messages = 0
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.ok_time: float | None = None
+        self.last_diff: str | None = "nothing received"
+        self.checks = 0
+        self.probes: dict[bytes, float] = {}
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+        self.errors: list[str] = []
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        dirty = False
+        last_check = 0.0
+        last = self.last
+        prefix = self.probe_prefix
+        workload = self.workload
+        try:
+            while not self._halt.is_set():
+                msgs = self.consumer.consume(num_messages=10_000, timeout=0.05)
+                now = time.time()
+                if msgs:
+                    with self._lock:
+                        for m in msgs:
+                            if m.error():
+                                if len(self.errors) < 10:
+                                    self.errors.append(str(m.error()))
+                                continue
+                            k = m.key()
+                            v = m.value()
+                            if v is None:
+                                last.pop(k, None)
+                            else:
+                                last[k] = v
+                            if prefix is not None and k is not None:
+                                nk = normalize_key(workload, k)
+                                if nk.startswith(prefix) and nk not in self.probes:  # type: ignore[union-attr]
+                                    self.probes[nk] = now  # type: ignore[index]
+                        self.messages += len(msgs)
+                        if self.t_first is None:
+                            self.t_first = now
+                        self.t_last = now
+                    dirty = True
+                    continue
+                if (dirty and self.check is not None and self.ok_time is None
+                        and now - last_check >= self.check_interval):
+                    with self._lock:
+                        diff = self.check(last)
+                    self.checks += 1
+                    last_check = time.time()
+                    dirty = False
+                    self.last_diff = diff
+                    if diff is None:
+                        self.ok_time = self.t_last
+        finally:
+            self.consumer.close()
+
+    def recheck(self) -> str | None:
+        if self.check is None:
+            return None
+        with self._lock:
+            return self.check(self.last)
+
+
+# ------------------------------------------------------------------------ process memory
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may contain spaces, split after the last ')'
+        rest = stat[stat.rfind(b")") + 2:].split()
+        children.setdefault(int(rest[1]), []).append(int(entry))
+    return children
+
+
+def process_tree(root: int) -> list[int]:
+    children = _children_map()
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        rest = stat[stat.rfind(b")") + 2:].split()
+        return (int(rest[11]) + int(rest[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as fh:
+            return fh.read().decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def _kind(pid: int) -> str:
+    """A short name for a process: its command, with the Python module or script it runs."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
+    except OSError:
+        return _comm(pid)
+    if not argv:
+        return _comm(pid)
+    exe = os.path.basename(argv[0])
+    if exe.startswith("python"):
+        if "-m" in argv:
+            i = argv.index("-m")
+            mod = " ".join(argv[i + 1:i + 3]) if argv[i + 1:i + 2] == ["pyspark.daemon"] else (
+                argv[i + 1] if len(argv) > i + 1 else "")
+            return f"python -m {mod}"
+        script = next((a for a in argv[1:] if a.endswith(".py")), "")
+        return f"python {os.path.basename(script)}"
+    if exe == "java":
+        return "java (Spark JVM)" if any("SparkSubmit" in a for a in argv) else "java"
+    return exe
+
+
+class TreeSampler(threading.Thread):
+    """Samples the RSS (and PSS) of a process and all its descendants; keeps the peaks."""
+
+    def __init__(self, root: int, interval: float = 0.5) -> None:
+        super().__init__(daemon=True, name=f"rss-{root}")
+        self.root = root
+        self.interval = interval
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self.peak_procs: dict[str, int] = {}
+        self.max_nprocs = 0
+        self.samples = 0
+        self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (kind, cpu seconds last seen)
+        self._halt = threading.Event()
+
+    def sample(self) -> None:
+        pids = process_tree(self.root)
+        for p in pids:
+            prev = self.cpu.get(p)
+            kind = prev[0] if prev and prev[0] not in ("bash", "sh") else _kind(p)
+            self.cpu[p] = (kind, _cpu_seconds(p))
+        rss = {p: _rss_bytes(p) for p in pids}
+        total = sum(rss.values())
+        pss = sum(_pss_bytes(p) for p in pids)
+        self.samples += 1
+        self.max_nprocs = max(self.max_nprocs, len(pids))
+        if total > self.peak_rss:
+            self.peak_rss = total
+            by_comm: dict[str, int] = {}
+            for p, r in rss.items():
+                c = self.cpu[p][0]
+                by_comm[c] = by_comm.get(c, 0) + r
+            self.peak_procs = by_comm
+        self.peak_pss = max(self.peak_pss, pss)
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for kind, secs in self.cpu.values():
+            out[kind] = out.get(kind, 0.0) + secs
+        return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.sample()
+            self._halt.wait(self.interval)
+
+    def stop(self) -> None:
+        self._halt.set()
+
+
+class JvmSampler(threading.Thread):
+    """With --profile: ``jstack`` the Spark JVMs of a process tree every few seconds and count
+    the top frames of busy (RUNNABLE, not waiting on I/O) threads — py-spy sees only Python."""
+
+    IDLE = ("socketAccept", "epollWait", "EPoll.wait", "accept0", "socketRead0", "Net.poll",
+            "readBytes", "waitForProcessExit", "waitForReferencePendingList", "Net.accept",
+            "SocketDispatcher.read", "FileDispatcherImpl.read")
+
+    def __init__(self, root: int, out: Path, interval: float = 2.0, depth: int = 10) -> None:
+        super().__init__(daemon=True, name=f"jstack-{root}")
+        self.root = root
+        self.out = out
+        self.interval = interval
+        self.depth = depth
+        self.samples = 0
+        self.stacks: dict[tuple[str, ...], int] = {}
+        self.threads: dict[str, int] = {}
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def _sample(self) -> None:
+        import shutil
+
+        jstack = shutil.which("jstack")
+        if jstack is None:
+            return
+        for pid in process_tree(self.root):
+            if _comm(pid) != "java":
+                continue
+            try:
+                text = subprocess.run([jstack, str(pid)], capture_output=True, text=True,
+                                      timeout=20).stdout
+            except Exception:  # noqa: BLE001
+                continue
+            self.samples += 1
+            for block in text.split("\n\n"):
+                lines = block.strip().splitlines()
+                if len(lines) < 3 or "java.lang.Thread.State: RUNNABLE" not in block:
+                    continue
+                frames = [ln.strip()[3:] for ln in lines if ln.strip().startswith("at ")]
+                if not frames or any(i in frames[0] for i in self.IDLE):
+                    continue
+                name = lines[0].split('"')[1] if '"' in lines[0] else lines[0]
+                name = "Executor task" if name.startswith("Executor task launch") else name
+                self.threads[name] = self.threads.get(name, 0) + 1
+                key = tuple(f.split("(")[0] for f in frames[: self.depth])
+                self.stacks[key] = self.stacks.get(key, 0) + 1
+
+    def run(self) -> None:
+        while not self._halt.wait(self.interval):
+            self._sample()
+        self.write()
+
+    def write(self, top: int = 15) -> str:
+        text = self.render(top)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(text + "\n")
+        return text
+
+    def render(self, top: int = 15) -> str:
+        lines = [f"{self.samples} jstack samples; busy (RUNNABLE, not in I/O) threads by name:"]
+        for name, n in sorted(self.threads.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"  {n:5d}  {name}")
+        lines.append("")
+        lines.append(f"top {top} busy stacks (innermost {self.depth} frames):")
+        for stack, n in sorted(self.stacks.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"  {n} samples:")
+            lines.extend(f"      {f}" for f in stack)
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ contenders
+
+
+@dataclass
+class Launched:
+    name: str
+    proc: subprocess.Popen[bytes]
+    status_path: Path
+    log_path: Path
+    t_launch: float
+    _log: Any = None
+
+    def events(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            for line in self.status_path.read_text().splitlines():
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                out.setdefault(ev["event"], ev)
+        except FileNotFoundError:
+            pass
+        return out
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM the contender's process group (it runs in its own session), then SIGKILL."""
+        proc = self.proc
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        # whatever the group left behind (e.g. a JVM still shutting down)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return proc.returncode
+
+
+def launch(name: str, cmd: list[str], log_path: Path, status_path: Path,
+           env: dict[str, str] | None = None) -> Launched:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    status_path.parent.mkdir(parents=True, exist_ok=True)
+    if status_path.exists():
+        status_path.unlink()
+    full_env = dict(os.environ)
+    full_env["PYTHONUNBUFFERED"] = "1"
+    full_env.update(env or {})
+    logf = open(log_path, "ab")
+    logf.write(("$ " + " ".join(cmd) + "\n").encode())
+    logf.flush()
+    proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=logf, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env=full_env, start_new_session=True)
+    return Launched(name, proc, status_path, log_path, time.time(), logf)
+
+
+# ---------------------------------------------------------------------------- latency pacer
+
+
+@dataclass
+class PacerResult:
+    sent: int = 0
+    seconds: float = 0.0
+    send_times: dict[int, float] = field(default_factory=dict)  # record index -> send time
+    max_lag: float = 0.0  # worst delay of a send behind its schedule
+
+
+def pace(bootstrap: str, topic: str, records: list[Record], rate: float,
+         probe_indices: set[int], stop: threading.Event | None = None,
+         linger_ms: int = 20) -> PacerResult:
+    """Send ``records`` at ``rate`` per second; the send time of every probe index is kept."""
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "partitioner": "murmur2_random",
+        "linger.ms": linger_ms,
+        "enable.idempotence": False,
+        "acks": 1,
+    })
+    res = PacerResult()
+    produce = producer.produce
+    n = len(records)
+    t0 = time.time()
+    i = 0
+    send_times = res.send_times
+    while i < n:
+        if stop is not None and stop.is_set():
+            break
+        now = time.time()
+        due = min(n, int((now - t0) * rate) + 1)
+        if due > i:
+            res.max_lag = max(res.max_lag, now - (t0 + i / rate))
+        while i < due:
+            k, v = records[i]
+            try:
+                produce(topic, key=k, value=v)
+            except BufferError:
+                producer.poll(0.01)
+                continue
+            if i in probe_indices:
+                send_times[i] = time.time()
+            i += 1
+        producer.poll(0)
+        time.sleep(0.001)
+    res.seconds = time.time() - t0  # to the last produce() call
+    producer.flush(30)
+    res.sent = i
+    return res
+
+
+def _pace_child(conn: Any, bootstrap: str, topic: str, records: list[Record], rate: float,
+                probe_indices: set[int]) -> None:
+    conn.send(pace(bootstrap, topic, records, rate, probe_indices))
+    conn.close()
+
+
+def pace_in_subprocess(bootstrap: str, topic: str, records: list[Record], rate: float,
+                       probe_indices: set[int]) -> PacerResult:
+    """:func:`pace` in its own process, so the harness's watcher thread cannot delay it (and
+    it cannot delay the watcher's receive times) through the GIL."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_pace_child, args=(child, bootstrap, topic, records, rate,
+                                                 probe_indices), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        result: PacerResult = parent.recv()
+    finally:
+        proc.join(30)
+    return result
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    idx = min(len(s) - 1, max(0, int(round(q / 100.0 * (len(s) - 1)))))
+    return s[idx]

@@ -346,7 +346,7 @@ class JvmSampler(threading.Thread):
             "readBytes", "waitForProcessExit", "waitForReferencePendingList", "Net.accept",
             "SocketDispatcher.read", "FileDispatcherImpl.read")
 
-    def __init__(self, root: int, out: Path, interval: float = 2.0, depth: int = 10) -> None:
+    def __init__(self, root: int, out: Path, interval: float = 1.0, depth: int = 10) -> None:
         super().__init__(daemon=True, name=f"jstack-{root}")
         self.root = root
         self.out = out
@@ -355,10 +355,31 @@ class JvmSampler(threading.Thread):
         self.samples = 0
         self.stacks: dict[tuple[str, ...], int] = {}
         self.threads: dict[str, int] = {}
+        self.thread_cpu: dict[tuple[int, str], float] = {}  # (pid, thread) -> cpu ms so far
         self._halt = threading.Event()
 
     def stop(self) -> None:
         self._halt.set()
+
+    def _record_cpu(self, pid: int, text: str) -> None:
+        import re
+
+        for m in re.finditer(r'^"([^"]+)".*?\bcpu=([0-9.]+)ms', text, re.M):
+            name = re.sub(r"\d+", "#", m.group(1))
+            key = (pid, m.group(1))
+            self.thread_cpu[key] = max(self.thread_cpu.get(key, 0.0), float(m.group(2)))
+            self.thread_cpu[(pid, "\0" + name)] = 0.0  # remember the grouped name
+
+    def cpu_by_thread_group(self) -> dict[str, float]:
+        import re
+
+        out: dict[str, float] = {}
+        for (_pid, name), ms in self.thread_cpu.items():
+            if name.startswith("\0"):
+                continue
+            group = re.sub(r"\d+", "#", name)
+            out[group] = out.get(group, 0.0) + ms / 1000
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def _sample(self) -> None:
         import shutil
@@ -375,6 +396,7 @@ class JvmSampler(threading.Thread):
             except Exception:  # noqa: BLE001
                 continue
             self.samples += 1
+            self._record_cpu(pid, text)
             for block in text.split("\n\n"):
                 lines = block.strip().splitlines()
                 if len(lines) < 3 or "java.lang.Thread.State: RUNNABLE" not in block:
@@ -400,7 +422,12 @@ class JvmSampler(threading.Thread):
         return text
 
     def render(self, top: int = 15) -> str:
-        lines = [f"{self.samples} jstack samples; busy (RUNNABLE, not in I/O) threads by name:"]
+        lines = [f"{self.samples} jstack samples. JVM CPU seconds by thread (group), as of the "
+                 "last sample:"]
+        for name, secs in list(self.cpu_by_thread_group().items())[:top]:
+            lines.append(f"  {secs:8.1f}  {name}")
+        lines.append("")
+        lines.append("busy (RUNNABLE, not in I/O) threads by name:")
         for name, n in sorted(self.threads.items(), key=lambda kv: -kv[1])[:top]:
             lines.append(f"  {n:5d}  {name}")
         lines.append("")

@@ -241,7 +241,7 @@ def run_throughput(c: Contender, ds: Dataset, bootstrap: str, in_topic: str, run
             jvm.stop()
             jvm.join(60)
             say(f"  JVM stacks: {jvm.out.relative_to(ROOT)}\n" + "\n".join(
-                "    " + ln for ln in jvm.render(4).splitlines()[:40]))
+                "    " + ln for ln in jvm.render(4).splitlines()[:24]))
         if profile is not None:
             # py-spy writes its output when the profiled program exits (streamtable exits
             # after catching up); SIGINT makes it write early if the program hangs

@@ -18,24 +18,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamtable.runtime.spark.stage import RECORD_DDL, RECORD_FIELDS
+
 US = ("NASDAQ", "NYSE")
 OTHER = ("LSE", "XETRA", "EURONEXT", "TSE", "HKEX")
 TICKERS = ("AAPL", "MSFT", "GOOG", "AMZN", "NVDA", "IBM", "ORCL", "SAP", "BP", "HSBC")
 TOPIC = "positions"
 
-SOURCE_DDL = (
-    "topic string, partition int, offset bigint, timestamp bigint, key binary, value binary, "
-    "headers array<struct<key:string,value:binary>>"
-)
-SOURCE_SCHEMA = pa.schema([
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.int64()),
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-])
+SOURCE_DDL = RECORD_DDL
+SOURCE_SCHEMA = pa.schema(RECORD_FIELDS)
 
 
 def topology():  # type: ignore[no-untyped-def]

@@ -9,12 +9,10 @@ from typing import Any
 from streamtable import TopologyTestDriver
 from streamtable.kafka.partitioner import default_partition
 from streamtable.runtime.spark import StreamsApp
+from streamtable.runtime.spark.stage import RECORD_DDL
 from streamtable.serde import JSON
 
-SOURCE_SCHEMA = (
-    "topic string, partition int, offset bigint, timestamp bigint, key binary, value binary, "
-    "headers array<struct<key:string,value:binary>>"
-)
+SOURCE_SCHEMA = RECORD_DDL
 
 
 class MemoryOutput:

@@ -42,6 +42,10 @@ RECORD_FIELDS = [
     ("value", pa.binary()),
     ("headers", HEADERS_TYPE),
 ]
+RECORD_DDL = (
+    "topic string, partition int, offset bigint, timestamp bigint, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>"
+)
 # route: for a record to a repartition topic, the task that must receive it when its sink chose
 # one (co-partitioning with an external topic); otherwise the key's hash decides.
 OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS + [("route", pa.int32())])

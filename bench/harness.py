@@ -9,9 +9,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 

@@ -133,7 +133,7 @@ def workload_table(info: dict[str, Any], wl: str) -> str:
     header = ("| contender | status | records/s | vs streamtable | seconds | startup s | "
               "first output s | peak RSS MB | RSS vs streamtable | peak PSS MB |")
     if lat.get("enabled"):
-        header += (f" latency p50 ms | p99 ms | p50 vs streamtable |")
+        header += (" latency p50 ms | p99 ms | p50 vs streamtable |")
     floor = (lat.get("floor") or {}).get(wl)
     if lat.get("enabled") and floor and "p50_ms" in floor:
         out.append(f"Latency floor (the paced input read straight back by the harness, no "
@@ -151,7 +151,9 @@ def workload_table(info: dict[str, Any], wl: str) -> str:
                       _f(r["peak_rss_mb"]), _ratio(r["peak_rss_mb"], base_rss),
                       _f(r["peak_pss_mb"])]
         elif r.get("partial", {}).get("rate"):
-            cells += [f"~{_f(r['partial']['rate'])} (partial, {r['partial'].get('fraction', 0):.0%} done)", _ratio(r["partial"]["rate"], base_rate),
+            done = r["partial"].get("fraction", 0)
+            cells += [f"~{_f(r['partial']['rate'])} (partial, {done:.0%} done)",
+                      _ratio(r["partial"]["rate"], base_rate),
                       "–", _f(r.get("startup_s"), "{:.1f}"), _f(r.get("first_output_s"), "{:.1f}"),
                       _f(r.get("peak_rss_mb")), _ratio(r.get("peak_rss_mb"), base_rss),
                       _f(r.get("peak_pss_mb"))]

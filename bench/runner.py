@@ -29,9 +29,9 @@ from typing import Any
 from bench import envs, report
 from bench.harness import (
     BENCH,
+    ROOT,
     JvmSampler,
     OutputWatcher,
-    ROOT,
     TreeSampler,
     create_topics,
     delete_matching,
@@ -267,7 +267,8 @@ def run_throughput(c: Contender, ds: Dataset, bootstrap: str, in_topic: str, run
         elapsed = (watcher.t_last or time.time()) - proc.t_launch - res.startup_s
         done = group_progress(bootstrap, app_id, in_topic)
         if done:
-            res.reason += f" — its consumer group had committed {done:,} of {len(ds.records):,} input records"
+            res.reason += (f" — its consumer group had committed {done:,} of "
+                           f"{len(ds.records):,} input records")
         if wl == "w1" and elapsed > 0:
             # words counted so far (sum of the last counts seen) -> equivalent lines
             actual, _ = decode_output(wl, dict(watcher.last))

@@ -14,8 +14,9 @@ import random
 import string
 import struct
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 US_EXCHANGES = frozenset(("NASDAQ", "NYSE"))
 OTHER_EXCHANGES = ("LSE", "XETRA", "EURONEXT", "TSE", "HKEX")
@@ -276,7 +277,8 @@ def compare(expected: dict[Any, Any], actual: dict[Any, Any], limit: int = 5) ->
     return "; ".join(parts)
 
 
-def make_checker(workload: str, expected: dict[Any, Any]) -> Callable[[dict[bytes, bytes]], str | None]:
+def make_checker(workload: str,
+                 expected: dict[Any, Any]) -> Callable[[dict[bytes, bytes]], str | None]:
     def check(last: dict[bytes, bytes]) -> str | None:
         actual, bad = decode_output(workload, last)
         diff = compare(expected, actual)

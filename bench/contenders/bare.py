@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import (  # noqa: E402
     US_EXCHANGES,
+    Status,
     encode_client,
     encode_count,
     encode_ids,
@@ -22,7 +23,6 @@ from common import (  # noqa: E402
     parse_args,
     split_words,
     stop_event_on_signals,
-    Status,
 )
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 

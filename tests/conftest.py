@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,9 +25,9 @@ _pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if 
 if str(SRC) not in _pythonpath:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), *_pythonpath])
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
 
-from streamtable.kafka.admin import ensure_topics, partition_counts  # noqa: E402
+from streamtable.kafka.admin import ensure_topics  # noqa: E402
 from streamtable.kafka.broker import EmbeddedBroker, development_producer_config  # noqa: E402
 
 _counter = itertools.count()
@@ -111,38 +110,12 @@ def produce(bootstrap: str) -> Callable[..., None]:
 
 
 @pytest.fixture
-def read_topic(bootstrap: str) -> Callable[[str], dict[int, list[Any]]]:
+def read_topic(bootstrap: str) -> Callable[..., dict[int, list[Any]]]:
     """Every record of a topic, per partition, in offset order (reads to the end of the log)."""
+    from tests.spark.kafka_util import read_partitions
 
-    def read(
-        topic: str, partitions: int | None = None, timeout: float = 30.0
-    ) -> dict[int, list[Any]]:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "tests-reader",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "fetch.wait.max.ms": 10,
-            }
-        )
-        try:
-            if partitions is None:
-                partitions = partition_counts(bootstrap, [topic])[topic]
-            consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-            out: dict[int, list[Any]] = {p: [] for p in range(partitions)}
-            eof: set[int] = set()
-            deadline = time.monotonic() + timeout
-            while len(eof) < partitions:
-                assert time.monotonic() < deadline, f"timed out reading {topic}"
-                for msg in consumer.consume(1000, 0.02):
-                    if msg.error():
-                        assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                        eof.add(msg.partition())
-                        continue
-                    out[msg.partition()].append(msg)
-            return out
-        finally:
-            consumer.close()
+    def read(topic: str, partitions: int | None = None,
+             timeout: float = 30.0) -> dict[int, list[Any]]:
+        return read_partitions(bootstrap, topic, partitions, timeout)
 
     return read

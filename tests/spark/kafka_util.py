@@ -29,28 +29,37 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes 
     assert producer.flush(30) == 0
 
 
-def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
-    """Every record of ``topic``, partition by partition, in offset order (to the log end)."""
+def read_partitions(bootstrap: str, topic: str, partitions: int | None = None,
+                    timeout: float = 30.0) -> dict[int, list[Any]]:
+    """Every record of ``topic`` per partition, in offset order, read to the end of the log."""
     import time
 
     from confluent_kafka import KafkaError
 
-    partitions = partition_counts(bootstrap, [topic])[topic]
+    if partitions is None:
+        partitions = partition_counts(bootstrap, [topic])[topic]
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "fetch.wait.max.ms": 10})
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        per_partition: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+        out: dict[int, list[Any]] = {p: [] for p in range(partitions)}
         eof: set[int] = set()
         deadline = time.monotonic() + timeout
         while len(eof) < partitions:
             assert time.monotonic() < deadline, f"timed out reading {topic}"
-            for msg in consumer.consume(1000, 0.05):
+            for msg in consumer.consume(1000, 0.02):
                 if msg.error():
                     assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
                     eof.add(msg.partition())
                 else:
-                    per_partition[msg.partition()].append(msg)
+                    out[msg.partition()].append(msg)
+        return out
     finally:
         consumer.close()
+
+
+def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
+    """Every record of ``topic``, partition by partition, in offset order (to the log end)."""
+    per_partition = read_partitions(bootstrap, topic, timeout=timeout)
     return [m for p in sorted(per_partition) for m in per_partition[p]]

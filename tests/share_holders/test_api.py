@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 from examples.share_holders import service
 from examples.share_holders.api import create_api
 from examples.share_holders.producer import ShareHoldersProducer
 from fastapi.testclient import TestClient
+from tests.spark.kafka_util import read_partitions as read_topic_partitions
 
 from streamtable import TopologyTestDriver
-from streamtable.kafka.admin import ensure_topics, partition_counts
+from streamtable.kafka.admin import ensure_topics
 from streamtable.kafka.broker import free_port
 from streamtable.kafka.partitioner import default_partition
 
@@ -47,31 +46,15 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 20.0,
                with_partition: bool = False) -> list[Any]:
     """Every record of ``topic`` as decoded ``(key, value)`` (``(partition, key, value)``
     ``with_partition``), per partition in offset order."""
-    partitions = partition_counts(bootstrap, [topic])[topic]
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.wait.max.ms": 10})
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[tuple[int, int, Any, Any]] = []
-        eof: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(eof) < partitions:
-            assert time.monotonic() < deadline, f"timed out reading {topic}"
-            batch: list[Any] = consumer.consume(100, 0.2)
-            for msg in batch:
-                if msg.error():
-                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                    eof.add(msg.partition())
-                    continue
-                value = None if msg.value() is None else json.loads(msg.value())
-                out.append((msg.partition(), msg.offset(), json.loads(msg.key()), value))
-        out.sort(key=lambda r: (r[0], r[1]))
-        if with_partition:
-            return [(p, k, v) for p, _, k, v in out]
-        return [(k, v) for _, _, k, v in out]
-    finally:
-        consumer.close()
+    out = []
+    for partition, messages in sorted(read_topic_partitions(bootstrap, topic,
+                                                            timeout=timeout).items()):
+        for msg in messages:
+            value = None if msg.value() is None else json.loads(msg.value())
+            out.append((partition, json.loads(msg.key()), value))
+    if with_partition:
+        return out
+    return [(k, v) for _, k, v in out]
 
 
 def read_partitions(bootstrap: str, topic: str) -> dict[Any, int]:

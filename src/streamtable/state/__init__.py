@@ -4,7 +4,6 @@ from streamtable.state.stores import (
     InMemoryKeyValueStore,
     KeyValueStore,
     ReadOnlyKeyValueStore,
-    TimestampedValues,
     key_order,
 )
 
@@ -12,6 +11,5 @@ __all__ = [
     "InMemoryKeyValueStore",
     "KeyValueStore",
     "ReadOnlyKeyValueStore",
-    "TimestampedValues",
     "key_order",
 ]

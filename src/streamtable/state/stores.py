@@ -191,6 +191,3 @@ class ReadOnlyKeyValueStore:
     def to_dict(self) -> dict[Any, Any]:
         """All entries as a dict (handy in tests)."""
         return dict(self.all())
-
-
-TimestampedValues = tuple  # (value, timestamp) as stored by the DSL's stores

@@ -5,8 +5,9 @@ versioned state files): each sub-topology is a ``transformWithStateInPandas`` op
 TASK (a routing label that puts task ``t`` on Spark partition ``t``, as ``plan.routing_labels``
 does for the real runtime), and one handler call runs the whole sub-topology over that task's
 records of the micro-batch. The per-task code is streamtable's own ``StageRunner.run`` (record
-order, :class:`Task` and its processors, store changes, output rows) with only its file-state
-``checkout``/``checkin`` swapped for Spark's state, so both runtimes do the same work per task.
+order, :class:`Task` and its processors, store changes, output rows) with only its task-state
+persistence port plugged with Spark's state instead of files, so both runtimes do the same work
+per task.
 
 A task's state lives in Spark's state store (RocksDB provider), keyed by the task's label:
 
@@ -16,9 +17,9 @@ A task's state lives in Spark's state store (RocksDB provider), keyed by the tas
 * ``meta`` (ValueState): the version token (a fresh nonce per commit), stream time and the
   compaction counters.
 
-A Python worker keeps a working copy (``state.TaskState``) per (stage, task), tagged with the token
-of the commit it reflects. It is reused when the token in Spark's state equals it and rebuilt from
-``log`` otherwise (another worker ran the task, or Spark replays a batch: the state store then
+A Python worker keeps a working copy (``engine.task_state.TaskState``) per (stage, task), tagged
+with the token of the commit it reflects. It is reused when the token in Spark's state equals it
+and rebuilt from ``log`` otherwise (another worker ran the task, or Spark replays a batch: the state store then
 rolls back to the previous version, whose token differs from the one the first attempt committed).
 
 The two stages are chained in ONE streaming query: stage 0's output is re-keyed by task of
@@ -43,7 +44,7 @@ import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamtable.config import StreamsConfig
-from streamtable.runtime.spark import stage as stage_mod
+from streamtable.engine.task_state import TaskState
 from streamtable.runtime.spark.stage import (
     KIND_INTERNAL,
     OUTPUT_DDL,
@@ -51,7 +52,7 @@ from streamtable.runtime.spark.stage import (
     RECORD_FIELDS,
     StageRunner,
 )
-from streamtable.runtime.spark.state import TaskState, TaskStateStore
+from streamtable.runtime.spark.state import TaskStateStore
 
 META_DDL = "nonce string, stream_time long, batches_since_snapshot int, delta_entries int"
 LOG_DDL = "snapshot boolean, blob binary"
@@ -72,8 +73,6 @@ class StageSpec:
     internal_topics: set[str]
     queryable_stores: list[str]
     topic_partitions: dict[str, int]
-    topic_rank: dict[str, int]
-    first_topics: frozenset[str]
     passthrough: bool  # input has stage-0 output columns; non-internal rows are passed on
     profile_path: str | None = None
     check_token: bool = True  # False: reuse any cached copy (a deliberately broken control)
@@ -88,18 +87,31 @@ _PANDAS_TYPES = {pa.int8(): pd.Int8Dtype(), pa.int32(): pd.Int32Dtype(),
                  pa.int64(): pd.Int64Dtype()}
 
 
-class _SparkStateAdapter:
-    """Stands in for ``TaskStateStore`` inside ``StageRunner._run``: commits to Spark's state."""
+class _SparkTaskState:
+    """The task-state persistence port of ``StageRunner``, on the Spark state of the task this
+    handler call runs (a TWS handler call runs one task)."""
 
-    def __init__(self, processor: TaskProcessor, prof: dict[str, Any]) -> None:
+    def __init__(self, processor: TaskProcessor, cache_key: tuple[str, int, int],
+                 prof: dict[str, Any]) -> None:
         self.processor = processor
+        self.cache_key = cache_key
         self.prof = prof
+
+    def checkout(self, subtopology: int, task_id: int, version: int) -> TaskState:
+        t0 = time.perf_counter()
+        state = self.processor._checkout(self.cache_key, self.prof)
+        self.prof["state_load_s"] = time.perf_counter() - t0
+        return state
 
     def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]:
         t0 = time.perf_counter()
         changes = self.processor._commit(state, self.prof)
         self.prof["commit_s"] = time.perf_counter() - t0
         return changes
+
+    def checkin(self, state: TaskState) -> None:
+        _CACHE[self.cache_key] = state
+        self.prof["store_entries"] = state.entries()
 
 
 class TaskProcessor(StatefulProcessor):
@@ -228,32 +240,13 @@ class TaskProcessor(StatefulProcessor):
 
     def _run(self, task_id: int, table: pa.Table, prof: dict[str, Any]) -> pa.RecordBatch:
         """StageRunner's own per-task code (ordering, Task, store changes, output), with its
-        file-state ``checkout``/``checkin`` swapped for Spark's state (module globals of
-        ``stage``: a TWS Python worker runs one task at a time)."""
+        task-state persistence port on Spark's state."""
         spec = self.spec
-        cache_key = (spec.app_id, spec.subtopology, task_id)
-        adapter = _SparkStateAdapter(self, prof)
-
-        def checkout(_directory: str, _version: int) -> tuple[Any, TaskState]:
-            t0 = time.perf_counter()
-            state = self._checkout(cache_key, prof)
-            prof["state_load_s"] = time.perf_counter() - t0
-            return adapter, state
-
-        def checkin(_directory: str, state: TaskState) -> None:
-            _CACHE[cache_key] = state
-            prof["store_entries"] = state.entries()
-
-        runner = StageRunner(spec.topology_blob, spec.subtopology, 0, "/nonexistent", spec.config,
-                             spec.internal_topics, spec.queryable_stores, spec.topic_partitions,
-                             spec.topic_rank, spec.first_topics)
-        saved = stage_mod.checkout, stage_mod.checkin
-        stage_mod.checkout, stage_mod.checkin = checkout, checkin
+        persistence = _SparkTaskState(self, (spec.app_id, spec.subtopology, task_id), prof)
+        runner = StageRunner(spec.topology_blob, spec.subtopology, 0, persistence, spec.config,
+                             spec.queryable_stores, spec.topic_partitions)
         t0 = time.perf_counter()
-        try:
-            batch = runner.run(task_id, table)
-        finally:
-            stage_mod.checkout, stage_mod.checkin = saved
+        batch = runner.run(task_id, table)
         prof["process_s"] = (time.perf_counter() - t0 - prof.get("state_load_s", 0.0)
                              - prof.get("commit_s", 0.0))
         return batch
@@ -286,8 +279,8 @@ def build_query(spark: Any, topology: Any, app_id: str, source_dir: str, source_
 
     def spec(stage: Any, passthrough: bool) -> StageSpec:
         return StageSpec(app_id, blob, stage.subtopology, settings, plan.internal_topics,
-                         stage.queryable_stores, plan.topic_partitions, plan.topic_rank,
-                         plan.first_topics, passthrough, profile_path, check_token)
+                         stage.queryable_stores, plan.topic_partitions, passthrough,
+                         profile_path, check_token)
 
     source = (spark.readStream.schema(source_ddl).option("maxFilesPerTrigger", 1)
               .parquet(source_dir)

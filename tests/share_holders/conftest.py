@@ -28,7 +28,8 @@ for path in (ROOT / "src", ROOT):
 
 from streamtable import StreamsBuilder, TopologyTestDriver  # noqa: E402
 from streamtable.kafka.broker import EmbeddedBroker, free_port  # noqa: E402
-from streamtable.serving.sqlite import SqliteServingStore, encode_key, encode_value  # noqa: E402
+from streamtable.serving.codec import encode_key, encode_value  # noqa: E402
+from streamtable.serving.sqlite import SqliteServingStore  # noqa: E402
 
 HOLDERS = "us-share-holders"
 POSITIONS = "positions-enriched"

@@ -25,7 +25,7 @@ from examples.share_holders.emails import (
 from examples.share_holders.settings import Secret, Settings, SmtpSettings
 
 from streamtable import TopologyTestDriver
-from streamtable.serving.sqlite import encode_key, encode_value
+from streamtable.serving.codec import encode_key, encode_value
 
 LONDON = ZoneInfo("Europe/London")
 MONDAY_9AM = datetime(2024, 2, 5, 9, 0, tzinfo=LONDON)  # ISO week 2024-W06

@@ -151,9 +151,11 @@ class KTable:
         mirror_sink = b.new_name("KTABLE-SINK")
         b.add_node(send, lambda: fk.SubscriptionSend(foreign_key, left_join, sub_sink,
                                                      mirror_sink), [self._node])
-        b.add_node(sub_sink, (lambda: fk.ForeignKeySink(sub_topic, right_source.name))
-                   if right_external else (lambda: SinkProcessor(sub_topic, None, None)),
-                   [send], kind=NodeKind.SINK, topics=[sub_topic])
+        sub_sink_node = b.add_node(sub_sink, lambda: SinkProcessor(sub_topic, None, None),
+                                   [send], kind=NodeKind.SINK, topics=[sub_topic])
+        if right_external:
+            # subscriptions go to the partition of the right table's topic holding the key
+            sub_sink_node.options["partition_like"] = right_source.name
         b.add_node(mirror_sink, lambda: SinkProcessor(mirror_topic, None, None), [send],
                    kind=NodeKind.SINK, topics=[mirror_topic])
 

@@ -26,7 +26,7 @@ class StreamAggregate(StoringProcessor):
     def process(self, record: Record) -> None:
         key = record.key
         if key is None or record.value is None:
-            self.task.record_dropped(self.name, "null key or value in an aggregation")
+            self.context.record_dropped(self.name, "null key or value in an aggregation")
             return
         stored = self.store.get(key)
         if stored is None:
@@ -49,7 +49,7 @@ class StreamReduce(StoringProcessor):
     def process(self, record: Record) -> None:
         key = record.key
         if key is None or record.value is None:
-            self.task.record_dropped(self.name, "null key or value in a reduce")
+            self.context.record_dropped(self.name, "null key or value in a reduce")
             return
         stored = self.store.get(key)
         if stored is None:

@@ -2,14 +2,20 @@
 
 A :class:`Processor` receives one :class:`Record` at a time and forwards records to its children.
 Operators downstream of a KTable receive records whose value is a :class:`Change` (new, old).
+A processor sees the task it runs in only through a narrow :class:`ProcessorContext` (Kafka
+Streams' ``ProcessorContext``): its stores, stream time, the record being processed, the record
+collector and its own wiring. The engine (``streamtable.engine``) implements the context; this
+module does not import it, so the dependency runs one way: engine -> processors.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from streamtable.processors.task import Task
+    from streamtable.processors.cache import ChangeForwarder
+    from streamtable.serde import Serde
 
 V = TypeVar("V")
 
@@ -109,11 +115,96 @@ class RawRecord:
         )
 
 
+class RecordMetadata(NamedTuple):
+    """Where the record being processed was read: its topic, partition and offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class NodeWiring:
+    """What a source or sink node needs beyond its own arguments, resolved once per application
+    from the topology and the configuration (default serdes, real topic names, ...).
+
+    ``partition_like``: for a sink whose records must land in the partition Kafka's default
+    partitioner picks for the key as ``partition_like = (topic, key serde)`` writes it (the
+    subscriptions of a foreign-key join, which must meet the right table's rows).
+    """
+
+    topics: tuple[str, ...]
+    key_serde: Serde
+    value_serde: Serde
+    carries_changes: bool = False
+    check_partitioner: bool = False
+    partition_like: tuple[str, Serde] | None = None
+
+
+class ProcessorContext(Protocol):
+    """What a processor may ask of the task it runs in (and nothing else).
+
+    Example:
+        >>> class CountDrops(Processor):
+        ...     def process(self, record):
+        ...         if record.value is None:
+        ...             self.context.record_dropped(self.name, "null value")
+        ...         else:
+        ...             self.forward(record)
+    """
+
+    @property
+    def application_id(self) -> str: ...
+
+    @property
+    def task_id(self) -> int:
+        """The partition this task processes."""
+        ...
+
+    @property
+    def stream_time(self) -> int:
+        """The largest timestamp this task has seen (-1 before the first record)."""
+        ...
+
+    def advance_stream_time(self, timestamp: int) -> None:
+        """Called by sources with each record's event time; stream time never goes back."""
+        ...
+
+    def record_metadata(self) -> RecordMetadata | None:
+        """Topic, partition and offset of the input record being processed (None at a cache
+        flush that no record caused)."""
+        ...
+
+    def get_state_store(self, name: str) -> Any: ...
+
+    def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
+        """The forwarder of ``store_name``'s changes, cached or not as the store says."""
+        ...
+
+    def wiring(self, node: str) -> NodeWiring:
+        """The resolved wiring of a source or sink node."""
+        ...
+
+    def partitions_of(self, topic: str) -> int:
+        """Partition count of a (real) topic as this run knows it."""
+        ...
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+             headers: Headers, partition: int | None) -> None:
+        """Hand a serialized record to the task's record collector."""
+        ...
+
+    def record_dropped(self, processor: str, reason: str) -> None:
+        """Count and log a record dropped by Kafka Streams' rules (null keys, late records)."""
+        ...
+
+
 class Processor:
     """Base class of every operator.
 
-    ``init`` receives the task the processor runs in; ``process`` is called once per record;
-    ``self.forward(record)`` hands a record to every child (or to one named child).
+    ``init`` receives the :class:`ProcessorContext` of the task the processor runs in;
+    ``process`` is called once per record; ``self.forward(record)`` hands a record to every
+    child (or to one named child).
 
     Example:
         >>> class Double(Processor):
@@ -122,12 +213,12 @@ class Processor:
     """
 
     name: str = ""
-    task: Task
+    context: ProcessorContext
     _children: list[Processor]
     _children_by_name: dict[str, Processor]
 
-    def init(self, task: Task) -> None:
-        self.task = task
+    def init(self, context: ProcessorContext) -> None:
+        self.context = context
 
     def process(self, record: Record) -> None:
         raise NotImplementedError

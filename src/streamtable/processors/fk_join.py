@@ -27,8 +27,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Change, Processor, Record
-from streamtable.processors.io import SinkProcessor
+from streamtable.processors.api import Change, Processor, ProcessorContext, Record
 from streamtable.processors.table import StoringProcessor
 
 # Subscription instructions (Kafka Streams' names)
@@ -76,7 +75,7 @@ class SubscriptionSend(Processor):
             return
         if new is not None:
             if new_fk is None:
-                self.task.record_dropped(self.name, "null foreign key")
+                self.context.record_dropped(self.name, "null foreign key")
                 if old_fk is not None:
                     send(old_fk, DELETE_KEY_AND_PROPAGATE)
             elif old_fk is not None and old_fk != new_fk:
@@ -88,32 +87,6 @@ class SubscriptionSend(Processor):
             send(old_fk, DELETE_KEY_AND_PROPAGATE)
 
 
-class ForeignKeySink(SinkProcessor):
-    """Sends subscriptions to the partition of the right table's topic that holds the foreign key
-    (Kafka's default partitioner over the key as the right topic's serde writes it), so that each
-    subscription meets its right row in the same task."""
-
-    def __init__(self, topic: str, right_source: str) -> None:
-        super().__init__(topic, None, None)
-        self.right_source = right_source
-
-    def init(self, task: Any) -> None:
-        super().init(task)
-        from streamtable.kafka.partitioner import default_partition
-
-        node = task.topology.nodes[self.right_source]
-        serde = node.key_serde or task.config.default_key_serde
-        right_topic = node.topics[0]
-        count = task.partitions_of(self.real_topic)
-
-        def partition(topic: str, fk: Any, value: Any, n: int) -> int | None:
-            if fk is None:
-                return None
-            return default_partition(serde.serialize(right_topic, fk), count)
-
-        self.partitioner = partition
-
-
 class SubscriptionReceive(Processor):
     """Right side: record or drop a subscription, and answer it with the right value."""
 
@@ -121,10 +94,10 @@ class SubscriptionReceive(Processor):
         self.subscription_store = subscription_store
         self.right_store = right_store
 
-    def init(self, task: Any) -> None:
-        super().init(task)
-        self.subs = task.get_store(self.subscription_store)
-        self.right = task.get_store(self.right_store)
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.subs = context.get_state_store(self.subscription_store)
+        self.right = context.get_state_store(self.right_store)
 
     def process(self, record: Record) -> None:
         fk = record.key
@@ -152,9 +125,9 @@ class ForeignTableChange(Processor):
     def __init__(self, subscription_store: str) -> None:
         self.subscription_store = subscription_store
 
-    def init(self, task: Any) -> None:
-        super().init(task)
-        self.subs = task.get_store(self.subscription_store)
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.subs = context.get_state_store(self.subscription_store)
 
     def process(self, record: Record) -> None:
         change: Change[Any] = record.value
@@ -172,9 +145,9 @@ class LeftMirror(Processor):
     def __init__(self, mirror_store: str) -> None:
         self.mirror_store = mirror_store
 
-    def init(self, task: Any) -> None:
-        super().init(task)
-        self.mirror = task.get_store(self.mirror_store)
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.mirror = context.get_state_store(self.mirror_store)
 
     def process(self, record: Record) -> None:
         value, h = record.value
@@ -194,9 +167,9 @@ class ResponseJoin(StoringProcessor):
         self.joiner = joiner
         self.left_join = left_join
 
-    def init(self, task: Any) -> None:
-        super().init(task)
-        self.mirror = task.get_store(self.mirror_store)
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.mirror = context.get_state_store(self.mirror_store)
 
     def process(self, record: Record) -> None:
         h, right = record.value

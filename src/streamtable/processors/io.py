@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamtable.errors import DeserializationError, ProcessingError
-from streamtable.processors.api import Change, Processor, RawRecord, Record
+from streamtable.processors.api import Change, Processor, ProcessorContext, RawRecord, Record
 from streamtable.serde import Serde
 
 TimestampExtractor = Callable[[Any, Any, int], int]
@@ -15,7 +15,12 @@ Partitioner = Callable[[str, Any, Any, int], int | None]
 
 class SourceProcessor(Processor):
     """Decodes raw records of its topics and forwards them; the record's event time comes from
-    the record timestamp or a ``timestamp_extractor(key, value, record_timestamp)``."""
+    the record timestamp or a ``timestamp_extractor(key, value, record_timestamp)``.
+
+    Serdes not given here are the application's defaults (or the internal serde for repartition
+    topics): the engine resolves them once into the node's wiring, read at ``init`` as Kafka
+    Streams' source nodes read their default serdes from the context.
+    """
 
     def __init__(
         self,
@@ -26,14 +31,21 @@ class SourceProcessor(Processor):
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.timestamp_extractor = timestamp_extractor
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        wiring = context.wiring(self.name)
+        self._key_serde: Serde = self.key_serde or wiring.key_serde
+        self._value_serde: Serde = self.value_serde or wiring.value_serde
+        self._carries_changes = wiring.carries_changes
         # set for the right table of a foreign-key join, which finds rows by Kafka's partitioner
-        self.check_partitioner = False
-        self.carries_changes = False
+        self._check_partitioner = wiring.check_partitioner
 
     def _check_partition(self, raw: RawRecord) -> None:
         from streamtable.kafka.partitioner import default_partition
 
-        expected = default_partition(raw.key, self.task.partitions_of(raw.topic))  # type: ignore[arg-type]
+        assert raw.key is not None
+        expected = default_partition(raw.key, self.context.partitions_of(raw.topic))
         if expected != raw.partition:
             raise ProcessingError(
                 f"the key is in partition {raw.partition}, but Kafka's default partitioner "
@@ -44,19 +56,19 @@ class SourceProcessor(Processor):
             )
 
     def process_raw(self, raw: RawRecord) -> None:
-        if self.check_partitioner and raw.key is not None:
+        if self._check_partitioner and raw.key is not None:
             self._check_partition(raw)
-        what, serde = "key", self.key_serde
+        what, serde = "key", self._key_serde
         try:
-            key = serde.deserialize(raw.topic, raw.key)  # type: ignore[union-attr]
-            what, serde = "value", self.value_serde
-            value = serde.deserialize(raw.topic, raw.value)  # type: ignore[union-attr]
+            key = serde.deserialize(raw.topic, raw.key)
+            what, serde = "value", self._value_serde
+            value = serde.deserialize(raw.topic, raw.value)
         except Exception as e:
             raise DeserializationError(
                 f"cannot decode {what} with {serde!r}: {e}",
                 topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
             ) from e
-        if self.carries_changes:
+        if self._carries_changes:
             value = Change(value[0], value[1])
         ts = raw.timestamp
         if self.timestamp_extractor is not None:
@@ -66,9 +78,7 @@ class SourceProcessor(Processor):
                 f"invalid timestamp {ts!r}: event time must be a non-negative number of ms",
                 topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
             )
-        task = self.task
-        if ts > task.stream_time:
-            task.stream_time = ts
+        self.context.advance_stream_time(ts)
         self.forward(Record(key, value, ts, raw.headers))
 
     def process(self, record: Record) -> None:
@@ -76,7 +86,7 @@ class SourceProcessor(Processor):
 
 
 class SinkProcessor(Processor):
-    """Encodes records and hands them to the task's collector for ``topic``.
+    """Encodes records and hands them to the task's record collector for ``topic``.
 
     A sink of an external topic writes plain values (a KTable's ``to_stream`` has already taken
     ``Change.new``); internal repartition sinks carry whole Changes.
@@ -95,18 +105,27 @@ class SinkProcessor(Processor):
         self.value_serde = value_serde
         self.partitioner = partitioner
         self.topic_extractor = topic_extractor
-        self.real_topic = topic
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        wiring = context.wiring(self.name)
+        self.real_topic = wiring.topics[0]
+        self._key_serde: Serde = self.key_serde or wiring.key_serde
+        self._value_serde: Serde = self.value_serde or wiring.value_serde
+        self._carries_changes = wiring.carries_changes
+        if wiring.partition_like is not None and self.partitioner is None:
+            self.partitioner = _partition_like(*wiring.partition_like)
 
     def process(self, record: Record) -> None:
         topic = self.real_topic
         if self.topic_extractor is not None:
             topic = self.topic_extractor(record.key, record.value)
         try:
-            key = self.key_serde.serialize(topic, record.key)  # type: ignore[union-attr]
+            key = self._key_serde.serialize(topic, record.key)
             value = record.value
             if isinstance(value, Change):
-                value = (value.new, value.old) if self.carries_changes else value.new
-            data = self.value_serde.serialize(topic, value)  # type: ignore[union-attr]
+                value = (value.new, value.old) if self._carries_changes else value.new
+            data = self._value_serde.serialize(topic, value)
         except Exception as e:
             raise ProcessingError(
                 f"cannot encode record for topic {topic!r}: {e}", processor=self.name
@@ -114,7 +133,17 @@ class SinkProcessor(Processor):
         partition = None
         if self.partitioner is not None:
             partition = self.partitioner(topic, record.key, record.value,
-                                         self.task.partitions_of(topic))
-        self.task.collector.send(topic, key, data, record.timestamp, record.headers, partition)
+                                         self.context.partitions_of(topic))
+        self.context.send(topic, key, data, record.timestamp, record.headers, partition)
 
-    carries_changes = False
+
+def _partition_like(topic: str, key_serde: Serde) -> Partitioner:
+    """The partition Kafka's default partitioner gives a key in ``topic`` as ``key_serde``
+    writes it, taken modulo the partition count of the topic written to (which has as many)."""
+    from streamtable.kafka.partitioner import default_partition
+
+    def partition(_to: str, key: Any, _value: Any, count: int) -> int | None:
+        data = None if key is None else key_serde.serialize(topic, key)
+        return None if data is None else default_partition(data, count)
+
+    return partition

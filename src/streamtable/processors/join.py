@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Processor, Record
+from streamtable.processors.api import Processor, ProcessorContext, Record
 
 
 class StreamTableJoin(Processor):
@@ -17,13 +17,13 @@ class StreamTableJoin(Processor):
         self.joiner = joiner
         self.left = left
 
-    def init(self, task: Any) -> None:
-        super().init(task)
-        self.store = task.get_store(self.store_name)
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
 
     def process(self, record: Record) -> None:
         if record.key is None or record.value is None:
-            self.task.record_dropped(self.name, "null key or value in a stream-table join")
+            self.context.record_dropped(self.name, "null key or value in a stream-table join")
             return
         stored = self.store.get(record.key)
         if stored is None and not self.left:

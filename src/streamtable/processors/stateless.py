@@ -106,6 +106,6 @@ class DropNullKeys(Processor):
 
     def process(self, record: Record) -> None:
         if record.key is None:
-            self.task.record_dropped(self.name, "null key before repartition")
+            self.context.record_dropped(self.name, "null key before repartition")
             return
         self.forward(record)

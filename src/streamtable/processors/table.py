@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.api import Change, Processor, ProcessorContext, Record
 from streamtable.processors.cache import ChangeForwarder
 
 log = logging.getLogger(__name__)
@@ -19,11 +19,11 @@ class StoringProcessor(Processor):
     store_name: str | None = None
     forwarder: ChangeForwarder
 
-    def init(self, task: Any) -> None:
-        super().init(task)
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
         if self.store_name is not None:
-            self.store = task.get_store(self.store_name)
-            self.forwarder = task.change_forwarder(self, self.store_name)
+            self.store = context.get_state_store(self.store_name)
+            self.forwarder = context.change_forwarder(self, self.store_name)
 
     def emit(self, key: Any, new: Any, old: Any, record: Record) -> None:
         """Write ``new`` to the store (if any) and forward Change(new, old)."""
@@ -48,7 +48,7 @@ class TableSource(StoringProcessor):
     def process(self, record: Record) -> None:
         key = record.key
         if key is None:
-            self.task.record_dropped(self.name, "null key for a table")
+            self.context.record_dropped(self.name, "null key for a table")
             return
         stored = self.store.get(key)
         old = None
@@ -139,12 +139,12 @@ class TableGroupByMap(Processor):
         if change.old is not None:
             k, v = self.selector(record.key, change.old)
             if k is None:
-                self.task.record_dropped(self.name, "group_by selected a null key (old value)")
+                self.context.record_dropped(self.name, "group_by selected a null key (old value)")
             else:
                 self.forward(Record(k, Change(None, v), record.timestamp, record.headers))
         if change.new is not None:
             k, v = self.selector(record.key, change.new)
             if k is None:
-                self.task.record_dropped(self.name, "group_by selected a null key")
+                self.context.record_dropped(self.name, "group_by selected a null key")
             else:
                 self.forward(Record(k, Change(v, None), record.timestamp, record.headers))

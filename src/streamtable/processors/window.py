@@ -80,12 +80,12 @@ class WindowedAggregate(StoringProcessor):
     def process(self, record: Record) -> None:
         key = record.key
         if key is None or record.value is None:
-            self.task.record_dropped(self.name, "null key or value in a windowed aggregation")
+            self.context.record_dropped(self.name, "null key or value in a windowed aggregation")
             return
-        close_time = self.task.stream_time - self.windows.grace
+        close_time = self.context.stream_time - self.windows.grace
         for start, end in self.windows.windows_for(record.timestamp):
             if end <= close_time:
-                self.task.record_dropped(self.name, "late record for a closed window")
+                self.context.record_dropped(self.name, "late record for a closed window")
                 continue
             wkey = Windowed(key, start, end)
             stored = self.store.get(wkey)

@@ -7,14 +7,17 @@ can read it while the application runs.
 
 from __future__ import annotations
 
-import pickle
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from streamtable.engine.ports import StoreChange
+from streamtable.serving.codec import decode_key, decode_value, encode_key, encode_value
 from streamtable.state.stores import in_range, key_order, with_prefix
+
+__all__ = ["SqliteServingStore", "StoreView", "encode_key", "encode_value"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -28,17 +31,9 @@ CREATE TABLE IF NOT EXISTS applied (id INTEGER PRIMARY KEY CHECK (id = 0), batch
 """
 
 
-def encode_key(key: Any) -> bytes:
-    """The bytes a key is stored under: writers and readers must agree on them."""
-    return pickle.dumps(key, protocol=5)
-
-
-def encode_value(value_and_timestamp: tuple[Any, int]) -> bytes:
-    return pickle.dumps(value_and_timestamp, protocol=5)
-
-
 class SqliteServingStore:
-    """All queryable stores of one application.
+    """All queryable stores of one application (the embedded
+    :class:`~streamtable.engine.ports.ServingStore`).
 
     >>> import tempfile, os
     >>> s = SqliteServingStore(os.path.join(tempfile.mkdtemp(), "serving.db"))
@@ -68,8 +63,7 @@ class SqliteServingStore:
         row = self._conn().execute("SELECT batch FROM applied WHERE id = 0").fetchone()
         return -1 if row is None else int(row[0])
 
-    def apply(self, batch_id: int,
-              changes: Iterable[tuple[str, bytes, bytes | None, int]]) -> bool:
+    def apply(self, batch_id: int, changes: Iterable[StoreChange]) -> bool:
         """Apply ``(store, key, value or None, task)`` changes of ``batch_id`` once; returns False
         when the batch was applied before."""
         conn = self._conn()
@@ -128,19 +122,19 @@ class StoreView:
         row = self._serving._conn().execute(
             "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, encode_key(key))
         ).fetchone()
-        return None if row is None else pickle.loads(row[0])[0]
+        return None if row is None else decode_value(row[0])[0]
 
     def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
         row = self._serving._conn().execute(
             "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, encode_key(key))
         ).fetchone()
-        return None if row is None else pickle.loads(row[0])
+        return None if row is None else decode_value(row[0])
 
     def _rows(self) -> list[tuple[Any, Any]]:
         rows = self._serving._conn().execute(
             "SELECT key, value FROM kv WHERE store = ?", (self.name,)
         ).fetchall()
-        items = [(pickle.loads(k), pickle.loads(v)[0]) for k, v in rows]
+        items = [(decode_key(k), decode_value(v)[0]) for k, v in rows]
         items.sort(key=lambda kv: key_order(kv[0]))
         return items
 
@@ -158,7 +152,7 @@ class StoreView:
         rows = self._serving._conn().execute(
             "SELECT key FROM kv WHERE store = ? AND task = ?", (self.name, task)
         ).fetchall()
-        return sorted((pickle.loads(r[0]) for r in rows), key=key_order)
+        return sorted((decode_key(r[0]) for r in rows), key=key_order)
 
     def approximate_num_entries(self) -> int:
         return int(self._serving._conn().execute(

@@ -7,7 +7,23 @@ stores. Users query them through :class:`ReadOnlyKeyValueStore`, which shows val
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+from streamtable.errors import TopologyError
+
+if TYPE_CHECKING:
+    from streamtable.engine.ports import KeyValueStore
+    from streamtable.topology.graph import StoreSpec
+
+SUPPORTED_KINDS = ("key-value",)
+
+
+def check_store_kind(spec: StoreSpec) -> None:
+    """Raise for a store kind these stores cannot hold."""
+    if spec.kind not in SUPPORTED_KINDS:
+        raise TopologyError(
+            f"store {spec.name!r} is a {spec.kind!r} store; supported kinds: {SUPPORTED_KINDS}"
+        )
 
 
 def key_order(key: Any) -> tuple[Any, ...]:
@@ -45,20 +61,6 @@ def with_prefix(items: Iterable[tuple[Any, Any]],
     for k, v in items:
         if isinstance(k, type(prefix)) and k.startswith(prefix):  # type: ignore[arg-type]
             yield k, v
-
-
-class KeyValueStore(Protocol):
-    name: str
-
-    def get(self, key: Any) -> Any: ...
-
-    def put(self, key: Any, value: Any) -> None: ...
-
-    def delete(self, key: Any) -> Any: ...
-
-    def items(self) -> Iterator[tuple[Any, Any]]: ...
-
-    def __len__(self) -> int: ...
 
 
 class InMemoryKeyValueStore:
@@ -141,6 +143,25 @@ class InMemoryKeyValueStore:
             else:
                 data[k] = v
         self._index = None
+
+
+class InMemoryStoreBackend:
+    """The :class:`~streamtable.engine.ports.StoreBackend` of the test driver: plain in-memory
+    stores, kept by name so that tests can query them.
+
+    >>> from streamtable.topology.graph import StoreSpec
+    >>> backend = InMemoryStoreBackend()
+    >>> backend.create(StoreSpec("counts"), 0) is backend.stores["counts"]
+    True
+    """
+
+    def __init__(self) -> None:
+        self.stores: dict[str, InMemoryKeyValueStore] = {}
+
+    def create(self, spec: StoreSpec, task_id: int) -> InMemoryKeyValueStore:
+        check_store_kind(spec)
+        store = self.stores[spec.name] = InMemoryKeyValueStore(spec.name)
+        return store
 
 
 class ReadOnlyKeyValueStore:

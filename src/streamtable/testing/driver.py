@@ -4,22 +4,30 @@ Each piped record is processed through the whole topology — records written to
 (repartition) topics are processed too — and then the driver commits, flushing the record caches.
 So with caching on, each input record yields at most one output per key; without caching
 (``cache.max.bytes.buffering = 0``) every intermediate change is visible.
+
+In *batch mode* the driver follows the Spark runtime's rules instead: piped records wait for
+:meth:`TopologyTestDriver.run_batch`, which runs the sub-topologies one after the other over the
+batch (each task's records in Kafka Streams' partition-group order, see ``engine/ordering.py``)
+and commits each task once per batch: with caching, the last change per key per batch.
 """
 
 from __future__ import annotations
 
+import sys
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamtable.config import StreamsConfig
+from streamtable.engine.ordering import PartitionGroupOrdering
+from streamtable.engine.task import Task
+from streamtable.engine.wiring import wire
 from streamtable.processors.api import Headers, RawRecord
-from streamtable.processors.task import Task
 from streamtable.serde import Serde, serde_from
-from streamtable.state import InMemoryKeyValueStore, ReadOnlyKeyValueStore
-from streamtable.topology.graph import StoreSpec, Topology
+from streamtable.state import InMemoryKeyValueStore, InMemoryStoreBackend, ReadOnlyKeyValueStore
+from streamtable.topology.graph import Topology
 
 TEST_APPLICATION_ID = "test-app"
 
@@ -37,11 +45,20 @@ class TestRecord:
 
 
 class _Log:
-    """One in-memory topic (a single partition)."""
+    """One in-memory topic: its records in the order written, offsets counted per partition."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.records: list[RawRecord] = []
+        self._next_offset: dict[int, int] = defaultdict(int)
+
+    def append(self, partition: int, timestamp: int, key: bytes | None, value: bytes | None,
+               headers: Headers) -> RawRecord:
+        offset = self._next_offset[partition]
+        self._next_offset[partition] = offset + 1
+        raw = RawRecord(self.name, partition, offset, timestamp, key, value, tuple(headers))
+        self.records.append(raw)
+        return raw
 
 
 class TopologyTestDriver:
@@ -63,30 +80,37 @@ class TopologyTestDriver:
         topology: Topology,
         config: Mapping[str, Any] | None = None,
         initial_wall_clock_time_ms: int | None = None,
+        *,
+        batch_mode: bool = False,
     ) -> None:
         settings = {"application.id": TEST_APPLICATION_ID}
         settings.update(config or {})
         self.config = StreamsConfig(settings)
         self.topology = topology
+        self.batch_mode = batch_mode
         self.wall_clock_ms = (
             int(time.time() * 1000) if initial_wall_clock_time_ms is None
             else initial_wall_clock_time_ms
         )
         self._logs: dict[str, _Log] = {}
         self._pending: deque[RawRecord] = deque()
-        self._stores: dict[str, InMemoryKeyValueStore] = {}
-        self._tasks: list[Task] = []
+        self._batch: list[RawRecord] = []  # batch mode: records waiting for run_batch()
+        self._partitions: dict[str, int] = {}
+        self._backend = InMemoryStoreBackend()
+        self._wiring = wire(topology, self.config)
+        self._ordering = PartitionGroupOrdering(self._wiring.topic_rank,
+                                                self._wiring.first_topics)
+        self._tasks: dict[int, Task] = {}
         self._task_by_topic: dict[str, Task] = {}
         for st in topology.subtopologies:
-            task = Task(topology, st, 0, self.config, self._make_store, self)
-            self._tasks.append(task)
+            sid = st.id
+            task = Task(topology, st, 0, self.config, self._backend, self, self._partitions,
+                        cache_max_entries=sys.maxsize if batch_mode else None,
+                        wiring=self._wiring)
+            self._tasks[sid] = task
             for t in task.sources:
                 self._task_by_topic[t] = task
-
-    def _make_store(self, spec: StoreSpec, partition: int) -> InMemoryKeyValueStore:
-        store = InMemoryKeyValueStore(spec.name)
-        self._stores[spec.name] = store
-        return store
+        self.batches = 0
 
     def _log(self, topic: str) -> _Log:
         log = self._logs.get(topic)
@@ -97,21 +121,24 @@ class TopologyTestDriver:
     # -- RecordCollector -------------------------------------------------------------------
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
-        log = self._log(topic)
-        raw = RawRecord(topic, 0, len(log.records), timestamp, key, value, tuple(headers))
-        log.records.append(raw)
+        raw = self._log(topic).append(0, timestamp, key, value, headers)
         if topic in self._task_by_topic:
-            self._pending.append(raw)
+            if self.batch_mode:
+                self._batch.append(raw)
+            else:
+                self._pending.append(raw)
 
     # -- piping ----------------------------------------------------------------------------
     def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-                 headers: Headers = ()) -> None:
-        """Append a serialized record to ``topic`` and process it to completion, then commit."""
-        log = self._log(topic)
-        raw = RawRecord(topic, 0, len(log.records), timestamp, key, value, tuple(headers))
-        log.records.append(raw)
+                 headers: Headers = (), partition: int = 0) -> None:
+        """Append a serialized record to ``topic`` and process it to completion, then commit
+        (in batch mode: keep it for the next :meth:`run_batch`)."""
+        raw = self._log(topic).append(partition, timestamp, key, value, headers)
         task = self._task_by_topic.get(topic)
         if task is None:
+            return
+        if self.batch_mode:
+            self._batch.append(raw)
             return
         task.process(raw)
         self._complete()
@@ -121,10 +148,40 @@ class TopologyTestDriver:
             while self._pending:
                 raw = self._pending.popleft()
                 self._task_by_topic[raw.topic].process(raw)
-            for task in self._tasks:
+            for task in self._tasks.values():
                 task.commit()
             if not self._pending:
                 return
+
+    def run_batch(self) -> None:
+        """Batch mode: process the records piped since the last batch as the Spark runtime
+        processes one micro-batch. Each sub-topology in turn (those writing a repartition topic
+        before those reading it) takes its records of the batch — including what earlier
+        sub-topologies wrote in this batch — in partition-group order, then commits once.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").group_by_key().count(materialized="counts").to_stream().to("out")
+        >>> driver = TopologyTestDriver(b.build(), batch_mode=True)
+        >>> topic = driver.create_input_topic("in")
+        >>> for _ in range(3):
+        ...     topic.pipe_input("k", "v", timestamp=1)
+        >>> driver.run_batch()
+        >>> driver.create_output_topic("out").read_key_values()  # the last change per key
+        [('k', 3)]
+        """
+        if not self.batch_mode:
+            raise RuntimeError("run_batch() is for a driver created with batch_mode=True")
+        for sid in self._wiring.stage_order:
+            task = self._tasks[sid]
+            mine = [r for r in self._batch if r.topic in task.sources]
+            if not mine:
+                continue
+            self._batch = [r for r in self._batch if r.topic not in task.sources]
+            for raw in self._ordering.order(mine):
+                task.process(raw)
+            task.commit()
+        self.batches += 1
 
     def create_input_topic(
         self,
@@ -134,8 +191,11 @@ class TopologyTestDriver:
         *,
         start_timestamp: int | None = None,
         auto_advance_ms: int = 0,
+        partitions: int = 1,
     ) -> TestInputTopic:
-        """An input topic; its serdes default to the application's default serdes."""
+        """An input topic; its serdes default to the application's default serdes. With
+        ``partitions``, records can be piped to a partition (``pipe_input(..., partition=1)``)."""
+        self._partitions[topic] = partitions
         return TestInputTopic(
             self, topic,
             serde_from(key_serde, self.config.default_key_serde),
@@ -171,16 +231,17 @@ class TopologyTestDriver:
         return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
 
     def _store(self, name: str) -> InMemoryKeyValueStore:
+        stores = self._backend.stores
         try:
-            return self._stores[name]
+            return stores[name]
         except KeyError:
-            raise KeyError(f"no store named {name!r}; stores: {sorted(self._stores)}") from None
+            raise KeyError(f"no store named {name!r}; stores: {sorted(stores)}") from None
 
     @property
     def dropped_records(self) -> dict[str, int]:
         """Records dropped by Kafka Streams' rules, by reason (null keys, skipped errors)."""
         total: dict[str, int] = {}
-        for t in self._tasks:
+        for t in self._tasks.values():
             for reason, n in t.dropped.items():
                 total[reason] = total.get(reason, 0) + n
         return total
@@ -189,7 +250,7 @@ class TopologyTestDriver:
         self.wall_clock_ms += ms
 
     def close(self) -> None:
-        for t in self._tasks:
+        for t in self._tasks.values():
             t.close()
 
     def __enter__(self) -> TopologyTestDriver:
@@ -217,7 +278,7 @@ class TestInputTopic:
         self._time += ms
 
     def pipe_input(self, key: Any = None, value: Any = None, timestamp: int | None = None,
-                   headers: Headers = ()) -> None:
+                   headers: Headers = (), partition: int = 0) -> None:
         """Pipe one record. Without a timestamp the topic's current time is used (and then
         advanced by ``auto_advance_ms``)."""
         if timestamp is None:
@@ -229,6 +290,7 @@ class TestInputTopic:
             self.value_serde.serialize(self.topic, value),
             timestamp,
             headers,
+            partition,
         )
 
     def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]]) -> None:

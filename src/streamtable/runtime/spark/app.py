@@ -13,11 +13,18 @@ import logging
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pyspark import cloudpickle
 
 from streamtable.config import StreamsConfig
+from streamtable.engine.ports import (
+    OutputWriter,
+    QueryableStore,
+    ServingStore,
+    TaskStatePersistence,
+)
+from streamtable.kafka.output import KafkaOutput
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
 from streamtable.runtime.spark.stage import (
     KIND_EXTERNAL,
@@ -27,33 +34,15 @@ from streamtable.runtime.spark.stage import (
     RECORD_FIELDS,
     StageRunner,
 )
-from streamtable.serving.sqlite import SqliteServingStore, StoreView
+from streamtable.runtime.spark.state import FileTaskStatePersistence
+from streamtable.serving.sqlite import SqliteServingStore
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
 
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
 
-
-class OutputWriter(Protocol):
-    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None: ...
-
-
-class KafkaOutput:
-    """Produces a batch's records to Kafka exactly once per batch id."""
-
-    def __init__(self, bootstrap_servers: str, app_id: str, commit_dir: str,
-                 producer_config: Mapping[str, Any] | None = None) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.app_id = app_id
-        self.commit_dir = commit_dir
-        self.producer_config = dict(producer_config or {})
-
-    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None:
-        from streamtable.kafka.sink import produce_rows
-
-        produce_rows(self.bootstrap_servers, records, batch_id, self.app_id,
-                     commit_dir=self.commit_dir, producer_config=self.producer_config)
+__all__ = ["KafkaOutput", "StreamsApp"]
 
 
 class StreamsApp:
@@ -70,6 +59,10 @@ class StreamsApp:
     ``commit.interval.ms`` (the trigger interval), ``cache.max.bytes.buffering`` (0: forward every
     change; otherwise the last change per key per batch), ``default.key.serde`` ...; and
     ``max.records.per.batch`` caps a micro-batch (the throughput/latency dial).
+
+    The engine's ports can be given: ``output`` (an ``OutputWriter``; default: Kafka),
+    ``serving`` (a ``ServingStore``; default: SQLite in the state directory) and
+    ``task_state`` (a ``TaskStatePersistence``; default: files under the state directory).
     """
 
     def __init__(
@@ -83,6 +76,8 @@ class StreamsApp:
         master: str | None = None,
         spark: Any = None,
         output: OutputWriter | None = None,
+        serving: ServingStore | None = None,
+        task_state: TaskStatePersistence | None = None,
         development_broker: bool = False,
     ) -> None:
         settings = dict(config or {})
@@ -98,7 +93,9 @@ class StreamsApp:
         self.app_dir = Path(self.config["state.dir"]) / self.application_id
         self.checkpoint_dir = self.app_dir / "checkpoint"
         self.state_root = str((self.app_dir / "tasks").resolve())
-        self.serving = SqliteServingStore(self.app_dir / "serving.db")
+        self.task_state: TaskStatePersistence = (
+            task_state or FileTaskStatePersistence(self.state_root))
+        self.serving: ServingStore = serving or SqliteServingStore(self.app_dir / "serving.db")
         self.master = master
         self._spark = spark
         self._output = output
@@ -191,9 +188,8 @@ class StreamsApp:
                       .repartition(stage.partitions, "_label")
                       .select(*RECORD_COLUMNS, "_route"))
             runner = StageRunner(
-                self._blob, stage.subtopology, batch_id, self.state_root,
-                self.config.as_dict(), plan.internal_topics, stage.queryable_stores,
-                plan.topic_partitions, plan.topic_rank, plan.first_topics,
+                self._blob, stage.subtopology, batch_id, self.task_state,
+                self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             # A stage read both by a later stage and by the driver is kept, so that it runs once
@@ -309,7 +305,7 @@ class StreamsApp:
             self._query.stop()
             self._query = None
 
-    def store(self, name: str) -> StoreView:
+    def store(self, name: str) -> QueryableStore:
         """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``)."""
         spec = self.topology.stores.get(name)
         if spec is None or not spec.queryable:

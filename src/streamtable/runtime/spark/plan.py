@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamtable.config import StreamsConfig
+from streamtable.engine.wiring import upstream_of, wire
 from streamtable.errors import TopologyError
 from streamtable.topology.graph import Topology
 
@@ -32,51 +34,24 @@ class QueryPlan:
     labels: dict[int, list[int]] = field(default_factory=dict)
     # real internal topic -> task count of the stage reading it
     topic_partitions: dict[str, int] = field(default_factory=dict)
-    # real internal topic -> position of the stage writing it (ties of timestamps: earlier first)
-    topic_rank: dict[str, int] = field(default_factory=dict)
-    # real topics whose records a task processes before all others of the batch
-    first_topics: frozenset[str] = frozenset()
 
 
 def plan_query(topology: Topology, application_id: str,
                source_partitions: Mapping[str, int],
                default_partitions: int | None = None,
                dead_letters: bool = False) -> QueryPlan:
-    """Order the sub-topologies so that each comes after those writing its repartition topics,
-    and give each its task count: the partition count of its source topics (which must agree,
-    as Kafka Streams requires for co-partitioning), or for a sub-topology fed only by
-    repartition topics the largest task count upstream. ``dead_letters``: any stage may write
+    """Order the sub-topologies so that each comes after those writing its repartition topics
+    (the engine's stage order, which the test driver's batch mode follows too), and give each
+    its task count: the partition count of its source topics (which must agree, as Kafka
+    Streams requires for co-partitioning), or for a sub-topology fed only by repartition
+    topics the largest task count upstream. ``dead_letters``: any stage may write
     to a dead-letter topic."""
     real = {t: topology.internal_topic_name(application_id, t) for t in topology.topics}
-    writers: dict[str, int] = {}
-    for st in topology.subtopologies:
-        for t in st.sink_topics:
-            if topology.topics[t].internal:
-                writers[t] = st.id
-    upstream: dict[int, list[int]] = {}
-    for st in topology.subtopologies:
-        ups = []
-        for t in st.source_topics:
-            if topology.topics[t].internal:
-                if t not in writers:
-                    raise TopologyError(f"repartition topic {t!r} has no writer")
-                if writers[t] not in ups:
-                    ups.append(writers[t])
-        upstream[st.id] = ups
-    order: list[int] = []
-    done: set[int] = set()
-    pending = [st.id for st in topology.subtopologies]
-    while pending:
-        ready = [s for s in pending if all(u in done for u in upstream[s])]
-        if not ready:
-            raise TopologyError(f"sub-topologies {pending} form a cycle through internal topics")
-        for s in ready:
-            order.append(s)
-            done.add(s)
-            pending.remove(s)
+    wiring = wire(topology, StreamsConfig({"application.id": application_id}))
+    upstream = upstream_of(topology)
     partitions: dict[int, int] = {}
     stages: list[StagePlan] = []
-    for sid in order:
+    for sid in wiring.stage_order:
         st = topology.subtopologies[sid]
         external = [t for t in st.source_topics if not topology.topics[t].internal]
         internal = [t for t in st.source_topics if topology.topics[t].internal]
@@ -105,20 +80,10 @@ def plan_query(topology: Topology, application_id: str,
             next(s for s in stages if s.subtopology == u).consumed_later = True
     topic_partitions = {t: s.partitions for s in stages
                         for t in s.internal_inputs + s.external_inputs}
-    position = {s.subtopology: i for i, s in enumerate(stages)}
-    topic_rank = {}
-    for t, sid in writers.items():
-        topic_rank[real[t]] = position[sid]
-    first = frozenset(
-        real[t] for node in topology.nodes.values() if node.options.get("process_first")
-        for t in node.topics
-    )
     return QueryPlan(
-        first_topics=first,
         topic_partitions=topic_partitions,
-        topic_rank=topic_rank,
         stages=stages,
-        internal_topics={real[t] for t, spec in topology.topics.items() if spec.internal},
+        internal_topics=set(wiring.internal_topics),
         source_topics=topology.source_topics,
         sink_topics=topology.sink_topics,
     )

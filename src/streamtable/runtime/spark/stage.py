@@ -1,29 +1,30 @@
-"""One sub-topology over one batch, inside a Spark task (``mapInArrow``).
+"""One sub-topology over one batch, inside a Spark task (``mapInArrow``): a thin host of the
+engine.
 
-The Spark partition index is the task id. The function reads the task's records of the batch,
-restores the task's state as of the previous batch, runs the same :class:`Task` the test driver
-runs, commits the state and returns every record the task produced plus the changes of its
-queryable stores.
+The function reads the task's records of the batch, checks out the task's state as of the
+previous batch from the task-state persistence port, runs the same :class:`Task` the test
+driver runs over the records in the engine's partition-group order, commits the state and
+returns every record the task produced plus the changes of its queryable stores.
 """
 
 from __future__ import annotations
 
 import gc
-import heapq
 import logging
 import sys
 from collections.abc import Iterator
-from itertools import chain, groupby
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from streamtable.config import StreamsConfig
+from streamtable.engine.ordering import PartitionGroupOrdering
+from streamtable.engine.ports import TaskStatePersistence
+from streamtable.engine.task import Task
+from streamtable.engine.wiring import Wiring, wire
 from streamtable.processors.api import Headers, RawRecord
-from streamtable.processors.task import Task
-from streamtable.runtime.spark.state import checkin, checkout
-from streamtable.serving.sqlite import encode_key, encode_value
+from streamtable.serving.codec import encode_key, encode_value
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger(__name__)
@@ -54,23 +55,29 @@ OUTPUT_DDL = (
     "value binary, headers array<struct<key:string,value:binary>>, route int"
 )
 
-_TOPOLOGIES: dict[int, Topology] = {}
+_TOPOLOGIES: dict[int, tuple[Topology, dict[str, Wiring]]] = {}
 
 
-def _topology(blob: bytes) -> Topology:
+def _topology(blob: bytes, config: StreamsConfig) -> tuple[Topology, Wiring]:
+    """The topology of ``blob`` and its wiring, unpickled and resolved once per worker."""
     key = hash(blob)
-    topo = _TOPOLOGIES.get(key)
-    if topo is None:
+    entry = _TOPOLOGIES.get(key)
+    if entry is None:
         from pyspark import cloudpickle
 
-        topo = _TOPOLOGIES[key] = cloudpickle.loads(blob)
-    return topo
+        entry = _TOPOLOGIES[key] = (cloudpickle.loads(blob), {})
+    topology, wirings = entry
+    wiring = wirings.get(config.application_id)
+    if wiring is None:
+        wiring = wirings[config.application_id] = wire(topology, config)
+    return topology, wiring
 
 
 class _Collector:
-    """Gathers a task's output rows."""
+    """Gathers a task's output rows (the stage's
+    :class:`~streamtable.engine.ports.RecordCollector`)."""
 
-    def __init__(self, internal_topics: set[str], task_id: int) -> None:
+    def __init__(self, internal_topics: frozenset[str], task_id: int) -> None:
         self.internal = internal_topics
         self.task_id = task_id
         # (kind, topic, partition, offset, timestamp, key, value, headers, route)
@@ -104,70 +111,39 @@ class _Collector:
         )
 
 
-def ordered_records(table: pa.Table, topic_rank: dict[str, int] | None = None,
-                    first_topics: frozenset[str] = frozenset()) -> Iterator[RawRecord]:
-    """The task's records in Kafka Streams' order: each (topic, partition) in offset order, and
-    across them always the one whose next record has the smallest timestamp; at equal
-    timestamps, records of topics written by earlier stages first (``topic_rank``), as the test
-    driver, which follows each record through the whole topology, would see them.
-
-    Records of ``first_topics`` all come before the others: the left values of a foreign-key
-    join must be known before the answers about them, which a cache flush upstream can reorder.
-    """
+def table_records(table: pa.Table) -> list[RawRecord]:
+    """The rows of an Arrow table of ``RECORD_FIELDS`` as raw records."""
     if table.num_rows == 0:
-        return iter(())
-    table = table.sort_by([("topic", "ascending"), ("partition", "ascending"),
-                           ("offset", "ascending")])
-    topics = table.column("topic").to_pylist()
-    partitions = table.column("partition").to_pylist()
-    offsets = table.column("offset").to_pylist()
-    timestamps = table.column("timestamp").to_pylist()
-    keys = table.column("key").to_pylist()
-    values = table.column("value").to_pylist()
+        return []
     hcol = table.column("headers")
     headers: list[Any] = (
         hcol.to_pylist() if hcol.null_count < len(hcol) else [None] * table.num_rows
     )
-    records = [
+    return [
         RawRecord(t, p, o, ts, k, v,
                   tuple((h["key"], h["value"]) for h in hs) if hs else ())
         for t, p, o, ts, k, v, hs in zip(
-            topics, partitions, offsets, timestamps, keys, values, headers, strict=True
+            table.column("topic").to_pylist(), table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(), table.column("timestamp").to_pylist(),
+            table.column("key").to_pylist(), table.column("value").to_pylist(), headers,
+            strict=True,
         )
     ]
-    runs = [list(g) for _, g in groupby(records, key=lambda r: (r.topic, r.partition))]
-    if len(runs) == 1:
-        return iter(runs[0])
-    rank = topic_rank or {}
-    runs.sort(key=lambda run: rank.get(run[0].topic, -1))
-    first = [run for run in runs if run[0].topic in first_topics]
-    rest = [run for run in runs if run[0].topic not in first_topics]
-    if first and rest:
-        return chain(heapq.merge(*first, key=_timestamp), heapq.merge(*rest, key=_timestamp))
-    return heapq.merge(*runs, key=_timestamp)
-
-
-def _timestamp(record: RawRecord) -> int:
-    return record.timestamp
 
 
 class StageRunner:
     """The ``mapInArrow`` function of one sub-topology for one batch."""
 
-    def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int, state_root: str,
-                 config: dict[str, Any], internal_topics: set[str],
-                 queryable_stores: list[str], topic_partitions: dict[str, int],
-                 topic_rank: dict[str, int], first_topics: frozenset[str]) -> None:
+    def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int,
+                 persistence: TaskStatePersistence, config: dict[str, Any],
+                 queryable_stores: list[str], topic_partitions: dict[str, int]) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
-        self.state_root = state_root
+        self.persistence = persistence
         self.config = config
-        self.internal_topics = internal_topics
         self.queryable_stores = queryable_stores
         self.topic_partitions = topic_partitions
-        self.topic_rank = topic_rank
-        self.first_topics = first_topics
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # The task is the records' _route, not Spark's partition id: a stage pipelined into a
@@ -194,22 +170,22 @@ class StageRunner:
                 gc.enable()
 
     def _run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
-        topology = _topology(self.topology_blob)
+        config = StreamsConfig(self.config)
+        topology, wiring = _topology(self.topology_blob, config)
         sub = topology.subtopologies[self.subtopology]
-        directory = f"{self.state_root}/{self.subtopology}/{task_id}"
-        state_store, state = checkout(directory, self.batch_id - 1)
-        collector = _Collector(self.internal_topics, task_id)
-        task = Task(topology, sub, task_id, StreamsConfig(self.config),
-                    lambda spec, _p: state.store(spec.name), collector, self.topic_partitions,
+        state = self.persistence.checkout(self.subtopology, task_id, self.batch_id - 1)
+        collector = _Collector(wiring.internal_topics, task_id)
+        task = Task(topology, sub, task_id, config, state, collector, self.topic_partitions,
                     # with caching, the last change per key per micro-batch: never evict early
-                    cache_max_entries=sys.maxsize)
+                    cache_max_entries=sys.maxsize, wiring=wiring)
         task.stream_time = state.stream_time
-        for raw in ordered_records(table, self.topic_rank, self.first_topics):
+        ordering = PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)
+        for raw in ordering.order(table_records(table)):
             task.process(raw)
         task.commit()
         state.stream_time = task.stream_time
-        changes = state_store.commit(state, self.batch_id)
-        checkin(directory, state)
+        changes = self.persistence.commit(state, self.batch_id)
+        self.persistence.checkin(state)
         for name in self.queryable_stores:
             if changes.get(name):
                 collector.add_store_changes(name, changes[name])

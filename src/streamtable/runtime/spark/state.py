@@ -1,4 +1,5 @@
-"""Exactly-once task state for the Spark runtime.
+"""Exactly-once task state for the Spark runtime, in files (a
+:class:`~streamtable.engine.ports.TaskStatePersistence`).
 
 Each task (sub-topology, partition) keeps its stores as a chain of files under the state root:
 ``<root>/<subtopology>/<task>/<batch>.delta`` holds the keys a batch changed, and every few batches
@@ -20,36 +21,13 @@ import os
 import pickle
 import secrets
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.state import InMemoryKeyValueStore
+from streamtable.engine.task_state import TaskState
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_EVERY = 20  # batches between snapshots (bounded by size, see should_snapshot)
-
-
-@dataclass
-class TaskState:
-    """The working copy of one task's stores."""
-
-    version: int = -1  # the last batch reflected
-    nonce: str = ""  # nonce of the last file reflected ("" for the empty initial state)
-    stream_time: int = -1
-    stores: dict[str, InMemoryKeyValueStore] = field(default_factory=dict)
-    written_stream_time: int = -1  # stream time in the last file written or read
-    batches_since_snapshot: int = 0
-    delta_entries_since_snapshot: int = 0
-
-    def store(self, name: str) -> InMemoryKeyValueStore:
-        s = self.stores.get(name)
-        if s is None:
-            s = self.stores[name] = InMemoryKeyValueStore(name, track_changes=True)
-        return s
-
-    def entries(self) -> int:
-        return sum(len(s) for s in self.stores.values())
 
 
 def _file_batch(name: str) -> int:
@@ -200,14 +178,39 @@ _CACHE: dict[str, TaskState] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def checkout(directory: str, version: int) -> tuple[TaskStateStore, TaskState]:
-    """The task state after batch ``version``, from this worker's cache when valid."""
-    store = TaskStateStore(directory)
-    with _CACHE_LOCK:
-        cached = _CACHE.pop(directory, None)
-    return store, store.load(cached, version)
+class FileTaskStatePersistence:
+    """Task state as delta and snapshot files under ``root`` (``<root>/<subtopology>/<task>``),
+    with each Python worker's working copies reused across batches when still valid.
 
+    >>> import tempfile
+    >>> files = FileTaskStatePersistence(tempfile.mkdtemp())
+    >>> state = files.checkout(0, 1, -1)
+    >>> state.store("counts").put("a", (1, 0))
+    >>> files.commit(state, 0)
+    {'counts': {'a': (1, 0)}}
+    >>> files.checkin(state)
+    >>> files.checkout(0, 1, 0).store("counts").get("a")
+    (1, 0)
+    """
 
-def checkin(directory: str, state: TaskState) -> None:
-    with _CACHE_LOCK:
-        _CACHE[directory] = state
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def _directory(self, subtopology: int, task_id: int) -> str:
+        return f"{self.root}/{subtopology}/{task_id}"
+
+    def checkout(self, subtopology: int, task_id: int, version: int) -> TaskState:
+        """The task state after batch ``version``, from this worker's cache when valid."""
+        directory = self._directory(subtopology, task_id)
+        with _CACHE_LOCK:
+            cached = _CACHE.pop(directory, None)
+        state = TaskStateStore(directory).load(cached, version)
+        state.location = directory
+        return state
+
+    def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]:
+        return TaskStateStore(state.location).commit(state, batch)
+
+    def checkin(self, state: TaskState) -> None:
+        with _CACHE_LOCK:
+            _CACHE[state.location] = state

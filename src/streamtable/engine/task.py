@@ -1,47 +1,46 @@
 """A task: one sub-topology's processors over one input partition.
 
-Both drivers (the TopologyTestDriver and the Spark runtime) run tasks the same way: feed raw
-records in order with :meth:`Task.process`, then :meth:`Task.commit` to flush caches. Records
-sent to topics go to the task's collector.
+Every host (the TopologyTestDriver, a Spark stage) runs tasks the same way: feed raw records in
+order with :meth:`Task.process`, then :meth:`Task.commit` to flush the record caches. What a task
+needs from its host comes through the ports (``engine/ports.py``): a store backend for its
+stores and a record collector for what its processors send. Processors see the task only
+through its :class:`TaskContext`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, Protocol
 
 from streamtable.config import StreamsConfig
+from streamtable.engine.ports import KeyValueStore, RecordCollector, StoreBackend
+from streamtable.engine.wiring import Wiring, wire
 from streamtable.errors import DeserializationError, ProcessingError, RecordError
-from streamtable.processors.api import Headers, Processor, RawRecord, failing_processor
+from streamtable.processors.api import (
+    Headers,
+    NodeWiring,
+    Processor,
+    RawRecord,
+    RecordMetadata,
+    failing_processor,
+)
 from streamtable.processors.cache import ChangeForwarder
-from streamtable.processors.io import SinkProcessor, SourceProcessor
-from streamtable.serde import INTERNAL
-from streamtable.topology.graph import NodeKind, StoreSpec, SubTopology, Topology
+from streamtable.processors.io import SourceProcessor
+from streamtable.topology.graph import NodeKind, SubTopology, Topology
 
 log = logging.getLogger(__name__)
 
 DLQ_HEADER_PREFIX = "__streams.errors."
 
 
-class RecordCollector(Protocol):
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Headers,
-        partition: int | None,
-    ) -> None: ...
-
-
-StoreFactory = Callable[[StoreSpec, int], Any]
-
-
 class Task:
-    """Runs one sub-topology for one partition."""
+    """Runs one sub-topology for one partition.
+
+    ``wiring`` is the application's resolved wiring (:func:`~streamtable.engine.wiring.wire`),
+    computed once and shared by all tasks; ``topic_partitions`` gives the partition counts of
+    real topics as the host knows them (1 when absent); ``cache_max_entries`` bounds each
+    table's record cache (a batch host never evicts early: the last change per key per batch).
+    """
 
     def __init__(
         self,
@@ -49,51 +48,41 @@ class Task:
         subtopology: SubTopology,
         partition: int,
         config: StreamsConfig,
-        store_factory: StoreFactory,
+        stores: StoreBackend,
         collector: RecordCollector,
         topic_partitions: dict[str, int] | None = None,
         cache_max_entries: int | None = None,
+        wiring: Wiring | None = None,
     ) -> None:
         self.topology = topology
         self.subtopology = subtopology
         self.partition = partition
         self.config = config
         self.collector = collector
+        self.wiring = wiring or wire(topology, config)
         self.topic_partitions = topic_partitions or {}
         self.cache_max_entries = cache_max_entries or config.cache_max_entries
-        self.app_id = config.application_id
         self.stream_time = -1
         self.current_raw: RawRecord | None = None
         self.dropped: Counter[str] = Counter()
         self.dead_lettered = 0
         self._deser_handler = config.handler("default.deserialization.exception.handler")
         self._proc_handler = config.handler("processing.exception.handler")
-        self.stores: dict[str, Any] = {
-            name: store_factory(topology.stores[name], partition) for name in subtopology.stores
+        self.stores: dict[str, KeyValueStore] = {
+            name: stores.create(topology.stores[name], partition) for name in subtopology.stores
         }
         self._forwarders: list[ChangeForwarder] = []
         self.processors: dict[str, Processor] = {}
         self.sources: dict[str, SourceProcessor] = {}
+        self.context = TaskContext(self)
         self._build()
 
     # -- construction ----------------------------------------------------------------------
     def _build(self) -> None:
         topo = self.topology
         for name in self.subtopology.nodes:
-            node = topo.nodes[name]
-            proc = node.factory()
+            proc = topo.nodes[name].factory()
             proc.name = name
-            if isinstance(proc, (SourceProcessor, SinkProcessor)):
-                internal = any(topo.topics[t].internal for t in node.topics)
-                default_key = INTERNAL if internal else self.config.default_key_serde
-                default_value = INTERNAL if internal else self.config.default_value_serde
-                proc.key_serde = proc.key_serde or default_key
-                proc.value_serde = proc.value_serde or default_value
-                proc.carries_changes = any(topo.topics[t].carries_changes for t in node.topics)
-                if isinstance(proc, SourceProcessor):
-                    proc.check_partitioner = bool(node.options.get("check_partitioner"))
-            if isinstance(proc, SinkProcessor):
-                proc.real_topic = topo.internal_topic_name(self.app_id, proc.topic)
             self.processors[name] = proc
         for name in self.subtopology.nodes:
             node = topo.nodes[name]
@@ -101,16 +90,14 @@ class Task:
             proc._children = [self.processors[c] for c in node.children]
             proc._children_by_name = {c: self.processors[c] for c in node.children}
             if node.kind is NodeKind.SOURCE:
-                for t in node.topics:
-                    self.sources[topo.internal_topic_name(self.app_id, t)] = proc  # type: ignore[assignment]
+                if not isinstance(proc, SourceProcessor):
+                    raise TypeError(f"source node {name} built a {type(proc).__name__}")
+                for t in self.wiring.node(name).topics:
+                    self.sources[t] = proc
         for name in self.subtopology.nodes:
-            self.processors[name].init(self)
+            self.processors[name].init(self.context)
 
-    def partitions_of(self, topic: str) -> int:
-        """Partition count of a topic as this run knows it (1 in the test driver)."""
-        return self.topic_partitions.get(topic, 1)
-
-    def get_store(self, name: str) -> Any:
+    def get_store(self, name: str) -> KeyValueStore:
         try:
             return self.stores[name]
         except KeyError:
@@ -191,3 +178,53 @@ class Task:
     def close(self) -> None:
         for p in self.processors.values():
             p.close()
+
+
+class TaskContext:
+    """The :class:`~streamtable.processors.api.ProcessorContext` of one task: the narrow view
+    of the task its processors get."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self, task: Task) -> None:
+        self._task = task
+
+    @property
+    def application_id(self) -> str:
+        return self._task.wiring.application_id
+
+    @property
+    def task_id(self) -> int:
+        return self._task.partition
+
+    @property
+    def stream_time(self) -> int:
+        return self._task.stream_time
+
+    def advance_stream_time(self, timestamp: int) -> None:
+        task = self._task
+        if timestamp > task.stream_time:
+            task.stream_time = timestamp
+
+    def record_metadata(self) -> RecordMetadata | None:
+        raw = self._task.current_raw
+        return None if raw is None else RecordMetadata(raw.topic, raw.partition, raw.offset)
+
+    def get_state_store(self, name: str) -> KeyValueStore:
+        return self._task.get_store(name)
+
+    def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
+        return self._task.change_forwarder(processor, store_name)
+
+    def wiring(self, node: str) -> NodeWiring:
+        return self._task.wiring.node(node)
+
+    def partitions_of(self, topic: str) -> int:
+        return self._task.topic_partitions.get(topic, 1)
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+             headers: Headers, partition: int | None) -> None:
+        self._task.collector.send(topic, key, value, timestamp, headers, partition)
+
+    def record_dropped(self, processor: str, reason: str) -> None:
+        self._task.record_dropped(processor, reason)

@@ -1,0 +1,29 @@
+"""The Kafka :class:`~streamtable.engine.ports.OutputWriter`: a batch's records produced to
+Kafka exactly once per batch id (see ``kafka/sink.py`` for the header and marker scheme)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class KafkaOutput:
+    """Produces a batch's records to Kafka exactly once per batch id.
+
+    >>> out = KafkaOutput("localhost:9092", "app", "/tmp/app/sink")  # doctest: +SKIP
+    >>> out.write(0, [{"topic": "counts", "key": b'"a"', "value": b"1", "timestamp": 0,
+    ...                "partition": None, "headers": []}])                 # doctest: +SKIP
+    """
+
+    def __init__(self, bootstrap_servers: str, app_id: str, commit_dir: str,
+                 producer_config: Mapping[str, Any] | None = None) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.app_id = app_id
+        self.commit_dir = commit_dir
+        self.producer_config = dict(producer_config or {})
+
+    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None:
+        from streamtable.kafka.sink import produce_rows
+
+        produce_rows(self.bootstrap_servers, records, batch_id, self.app_id,
+                     commit_dir=self.commit_dir, producer_config=self.producer_config)

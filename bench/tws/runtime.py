@@ -19,8 +19,9 @@ A task's state lives in Spark's state store (RocksDB provider), keyed by the tas
 
 A Python worker keeps a working copy (``engine.task_state.TaskState``) per (stage, task), tagged
 with the token of the commit it reflects. It is reused when the token in Spark's state equals it
-and rebuilt from ``log`` otherwise (another worker ran the task, or Spark replays a batch: the state store then
-rolls back to the previous version, whose token differs from the one the first attempt committed).
+and rebuilt from ``log`` otherwise (another worker ran the task, or Spark replays a batch: the
+state store then rolls back to the previous version, whose token differs from the one the first
+attempt committed).
 
 The two stages are chained in ONE streaming query: stage 0's output is re-keyed by task of
 stage 1. Stage 0's non-internal rows (changes of queryable stores) pass through stage 1 unchanged,

@@ -9,6 +9,7 @@ from tests.spark.harness import last_per_key, per_key
 from tests.spark.topologies import random_case, random_input
 
 from streamtable import StreamsBuilder, TopologyTestDriver
+from streamtable.config import StreamsConfig
 from streamtable.engine import PartitionGroupOrdering, wire
 from streamtable.processors.api import RawRecord
 
@@ -81,12 +82,10 @@ def test_process_first_topics_come_before_all_others_of_the_batch():
 def test_foreign_key_join_mirrors_are_processed_first():
     b = StreamsBuilder()
     right = b.table("right", materialized="right-store")
-    b.table("left").join(right, lambda l, r: (l, r), foreign_key_extractor=lambda v: v["fk"],
-                         materialized="joined")
-    from streamtable.config import StreamsConfig
-
+    b.table("left").join(right, lambda left, r: (left, r),
+                         foreign_key_extractor=lambda v: v["fk"], materialized="joined")
     wiring = wire(b.build(), StreamsConfig({"application.id": "app"}))
-    assert [t for t in wiring.first_topics] == ["app-joined-subscription-mirror"]
+    assert list(wiring.first_topics) == ["app-joined-subscription-mirror"]
 
 
 @pytest.mark.parametrize("cache", [True, False])

@@ -37,22 +37,32 @@ class KGroupedStream:
         self,
         materialized: Materialized | str | None,
         prefix: str,
-        make: Callable[[str], Any],
+        make: Callable[[str, bool], Any],
         named: str | None,
+        combine: bool = False,
     ) -> KTable:
+        """The aggregation node ``make(store, combined)`` after a repartition when needed.
+        ``combine``: records may be combined into partial counts before the repartition (for
+        ``count``, and only with the internal serde, which carries any value)."""
         from streamtable.dsl.table import KTable
 
         b = self._stream._builder
         store = b.add_store(materialized, f"{prefix}-STATE-STORE")
+        store_name = store.name
         parent = self._stream._node
+        combined = False
         if self._repartition:
             base = self._name or store.name
             filt = b.new_name("KSTREAM-FILTER")
             b.add_node(filt, DropNullKeys, [parent])
-            parent = b.repartition(filt, base, self._key_serde, self._value_serde)
+            parent = filt
+            if combine and self._value_serde is None:
+                combiner = b.new_name("KSTREAM-COMBINE", f"KSTREAM-COMBINE-{store_name}")
+                b.add_node(combiner, lambda: agg.CountCombiner(store_name), [parent])
+                parent, combined = combiner, True
+            parent = b.repartition(parent, base, self._key_serde, self._value_serde)
         name = b.new_name(prefix, named)
-        store_name = store.name
-        b.add_node(name, lambda: make(store_name), [parent], stores=[store_name])
+        b.add_node(name, lambda: make(store_name, combined), [parent], stores=[store_name])
         return KTable(b, name, store_name)
 
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
@@ -77,7 +87,7 @@ class KGroupedStream:
         """
         return self._aggregate(
             materialized, "KSTREAM-AGGREGATE",
-            lambda s: agg.StreamAggregate(s, _zero, _count_one), named,
+            lambda s, combined: agg.StreamCount(s, combined), named, combine=True,
         )
 
     def reduce(self, reducer: Callable[[Any, Any], Any],
@@ -85,7 +95,7 @@ class KGroupedStream:
                named: str | None = None) -> KTable:
         """``reducer(aggregate, value)`` combines each record into its key's aggregate."""
         return self._aggregate(
-            materialized, "KSTREAM-REDUCE", lambda s: agg.StreamReduce(s, reducer), named
+            materialized, "KSTREAM-REDUCE", lambda s, _: agg.StreamReduce(s, reducer), named
         )
 
     def aggregate(self, initializer: Callable[[], Any],
@@ -95,7 +105,7 @@ class KGroupedStream:
         """``aggregator(key, value, aggregate)`` starting from ``initializer()``."""
         return self._aggregate(
             materialized, "KSTREAM-AGGREGATE",
-            lambda s: agg.StreamAggregate(s, initializer, aggregator), named,
+            lambda s, _: agg.StreamAggregate(s, initializer, aggregator), named,
         )
 
 
@@ -125,7 +135,7 @@ class TimeWindowedKStream:
         windows = self._windows
         return self._grouped._aggregate(
             materialized, "KSTREAM-WINDOWED-AGGREGATE",
-            lambda s: WindowedAggregate(s, windows, initializer, aggregator), named,
+            lambda s, _: WindowedAggregate(s, windows, initializer, aggregator), named,
         )
 
 

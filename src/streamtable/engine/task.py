@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import KeyValueStore, RecordCollector, StoreBackend
@@ -71,7 +72,7 @@ class Task:
         self.stores: dict[str, KeyValueStore] = {
             name: stores.create(topology.stores[name], partition) for name in subtopology.stores
         }
-        self._forwarders: list[ChangeForwarder] = []
+        self._flushes: list[Callable[[], bool]] = []
         self.processors: dict[str, Processor] = {}
         self.sources: dict[str, SourceProcessor] = {}
         self.context = TaskContext(self)
@@ -103,11 +104,13 @@ class Task:
         except KeyError:
             raise ProcessingError(f"store {name!r} is not connected to this sub-topology") from None
 
-    def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
+    def caching_enabled(self, store_name: str) -> bool:
         spec = self.topology.stores[store_name]
-        caching = self.config.caching_enabled if spec.caching is None else spec.caching
-        fw = ChangeForwarder(processor, caching, self.cache_max_entries)
-        self._forwarders.append(fw)
+        return self.config.caching_enabled if spec.caching is None else spec.caching
+
+    def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
+        fw = ChangeForwarder(processor, self.caching_enabled(store_name), self.cache_max_entries)
+        self._flushes.append(fw.flush)
         return fw
 
     # -- processing ------------------------------------------------------------------------
@@ -171,8 +174,8 @@ class Task:
         again = True
         while again:
             again = False
-            for fw in self._forwarders:
-                if fw.flush():
+            for flush in self._flushes:
+                if flush():
                     again = True
 
     def close(self) -> None:
@@ -215,6 +218,12 @@ class TaskContext:
 
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         return self._task.change_forwarder(processor, store_name)
+
+    def caching_enabled(self, store_name: str) -> bool:
+        return self._task.caching_enabled(store_name)
+
+    def register_flush(self, flush: Callable[[], bool]) -> None:
+        self._task._flushes.append(flush)
 
     def wiring(self, node: str) -> NodeWiring:
         return self._task.wiring.node(node)

@@ -6,8 +6,85 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Change, Record
+from streamtable.processors.api import Change, Processor, ProcessorContext, Record
 from streamtable.processors.table import StoringProcessor
+
+NULL_IN_AGGREGATION = "null key or value in an aggregation"
+
+
+class CountCombiner(Processor):
+    """Before the repartition of a ``count``: the records of one key within one commit travel
+    as one partial count (Spark's map-side combine).
+
+    With caching (the default) the count downstream forwards only the last change per key per
+    commit: the sum of the partial counts, at the largest timestamp among them, from the value
+    before the commit — exactly what it forwards when it counts the records one by one. Without
+    caching every intermediate count is visible, so records pass one by one. Both sides decide
+    from the store's caching, so they always agree (see :class:`StreamCount`).
+    """
+
+    def __init__(self, store_name: str) -> None:
+        self.store_name = store_name
+        self._partial: dict[Any, list[Any]] = {}
+        self.active = False
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.active = context.caching_enabled(self.store_name)
+        if self.active:
+            context.register_flush(self.flush)
+
+    def process(self, record: Record) -> None:
+        if not self.active:
+            self.forward(record)
+            return
+        if record.value is None:
+            self.context.record_dropped(self.name, NULL_IN_AGGREGATION)
+            return
+        entry = self._partial.get(record.key)
+        if entry is None:
+            self._partial[record.key] = [1, record.timestamp, record.headers]
+            return
+        entry[0] += 1
+        if record.timestamp >= entry[1]:  # the record the count would have seen last
+            entry[1] = record.timestamp
+            entry[2] = record.headers
+
+    def flush(self) -> bool:
+        """Forward the partial counts; True if there were any."""
+        if not self._partial:
+            return False
+        partial, self._partial = self._partial, {}
+        for key, (n, ts, headers) in partial.items():
+            self.forward(Record(key, n, ts, headers))
+        return True
+
+
+class StreamCount(StoringProcessor):
+    """The number of records per key; with ``combined``, the records are partial counts from
+    a :class:`CountCombiner` whenever the store caches."""
+
+    def __init__(self, store_name: str, combined: bool = False) -> None:
+        self.store_name = store_name
+        self.combined = combined
+        self.partial = False
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.partial = self.combined and context.caching_enabled(self.store_name)
+
+    def process(self, record: Record) -> None:
+        key = record.key
+        if key is None or record.value is None:
+            self.context.record_dropped(self.name, NULL_IN_AGGREGATION)
+            return
+        n = record.value if self.partial else 1
+        stored = self.store.get(key)
+        if stored is None:
+            self.emit(key, n, None, record)
+            return
+        old = stored[0]
+        self.emit(key, old + n, old, record.with_timestamp(max(record.timestamp, stored[1])))
 
 
 class StreamAggregate(StoringProcessor):
@@ -26,7 +103,7 @@ class StreamAggregate(StoringProcessor):
     def process(self, record: Record) -> None:
         key = record.key
         if key is None or record.value is None:
-            self.context.record_dropped(self.name, "null key or value in an aggregation")
+            self.context.record_dropped(self.name, NULL_IN_AGGREGATION)
             return
         stored = self.store.get(key)
         if stored is None:

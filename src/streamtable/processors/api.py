@@ -10,6 +10,7 @@ module does not import it, so the dependency runs one way: engine -> processors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
@@ -179,6 +180,15 @@ class ProcessorContext(Protocol):
 
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         """The forwarder of ``store_name``'s changes, cached or not as the store says."""
+        ...
+
+    def caching_enabled(self, store_name: str) -> bool:
+        """Whether ``store_name`` caches (forwards only the last change per key per commit)."""
+        ...
+
+    def register_flush(self, flush: Callable[[], bool]) -> None:
+        """Have ``flush()`` called at every commit, with the caches, until none of them holds
+        anything (it returns whether it forwarded anything)."""
         ...
 
     def wiring(self, node: str) -> NodeWiring:

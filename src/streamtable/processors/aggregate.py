@@ -71,6 +71,7 @@ class StreamCount(StoringProcessor):
 
     def init(self, context: ProcessorContext) -> None:
         super().init(context)
+        assert self.store_name is not None
         self.partial = self.combined and context.caching_enabled(self.store_name)
 
     def process(self, record: Record) -> None:

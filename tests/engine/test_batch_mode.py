@@ -135,3 +135,12 @@ def test_batch_mode_reaches_the_record_mode_tables(seed):
         if case.stateless_only or not cache:
             assert per_key(got) == per_key(expected), case.description
         assert last_per_key(got) == last_per_key(expected), case.description
+
+
+def test_a_branch_with_one_child_still_forwards_by_name():
+    b = StreamsBuilder()
+    branches = b.stream("in").split().branch(lambda k, v: v > 0, name="pos").no_default_branch()
+    next(iter(branches.values())).to("out")
+    driver = TopologyTestDriver(b.build())
+    driver.create_input_topic("in").pipe_input("k", 1)
+    assert driver.create_output_topic("out").read_values() == [1]

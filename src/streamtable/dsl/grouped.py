@@ -54,13 +54,13 @@ class KGroupedStream:
         if self._repartition:
             base = self._name or store.name
             filt = b.new_name("KSTREAM-FILTER")
-            b.add_node(filt, DropNullKeys, [parent])
-            parent = filt
             if combine and self._value_serde is None:
-                combiner = b.new_name("KSTREAM-COMBINE", f"KSTREAM-COMBINE-{store_name}")
-                b.add_node(combiner, lambda: agg.CountCombiner(store_name), [parent])
-                parent, combined = combiner, True
-            parent = b.repartition(parent, base, self._key_serde, self._value_serde)
+                # drops null keys too
+                b.add_node(filt, lambda: agg.CountCombiner(store_name), [parent])
+                combined = True
+            else:
+                b.add_node(filt, DropNullKeys, [parent])
+            parent = b.repartition(filt, base, self._key_serde, self._value_serde)
         name = b.new_name(prefix, named)
         b.add_node(name, lambda: make(store_name, combined), [parent], stores=[store_name])
         return KTable(b, name, store_name)

@@ -90,6 +90,10 @@ class Task:
             proc = self.processors[name]
             proc._children = [self.processors[c] for c in node.children]
             proc._children_by_name = {c: self.processors[c] for c in node.children}
+            if (len(proc._children) == 1 and type(proc).forward is Processor.forward
+                    and not proc.forwards_by_name):
+                # one child: forwarding is calling it (one Python call less per record and hop)
+                proc.forward = proc._children[0].process  # type: ignore[method-assign]
             if node.kind is NodeKind.SOURCE:
                 if not isinstance(proc, SourceProcessor):
                     raise TypeError(f"source node {name} built a {type(proc).__name__}")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.processors.stateless import NULL_KEY_BEFORE_REPARTITION
 from streamtable.processors.table import StoringProcessor
 
 NULL_IN_AGGREGATION = "null key or value in an aggregation"
@@ -14,7 +15,8 @@ NULL_IN_AGGREGATION = "null key or value in an aggregation"
 
 class CountCombiner(Processor):
     """Before the repartition of a ``count``: the records of one key within one commit travel
-    as one partial count (Spark's map-side combine).
+    as one partial count (Spark's map-side combine). Records without a key are dropped and
+    counted first, as before any repartition.
 
     With caching (the default) the count downstream forwards only the last change per key per
     commit: the sum of the partial counts, at the largest timestamp among them, from the value
@@ -35,6 +37,9 @@ class CountCombiner(Processor):
             context.register_flush(self.flush)
 
     def process(self, record: Record) -> None:
+        if record.key is None:
+            self.context.record_dropped(self.name, NULL_KEY_BEFORE_REPARTITION)
+            return
         if not self.active:
             self.forward(record)
             return

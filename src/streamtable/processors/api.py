@@ -223,6 +223,8 @@ class Processor:
     """
 
     name: str = ""
+    # True for processors that call ``forward(record, child=name)``
+    forwards_by_name = False
     context: ProcessorContext
     _children: list[Processor]
     _children_by_name: dict[str, Processor]

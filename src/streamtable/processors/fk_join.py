@@ -46,6 +46,8 @@ def value_hash(value: Any) -> bytes | None:
 class SubscriptionSend(Processor):
     """Left side: subscriptions to the right side and mirrors to the join output."""
 
+    forwards_by_name = True
+
     def __init__(self, foreign_key: Callable[[Any], Any], left_join: bool,
                  subscription_child: str, mirror_child: str) -> None:
         self.foreign_key = foreign_key

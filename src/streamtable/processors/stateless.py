@@ -81,6 +81,8 @@ class StreamPeek(Processor):
 class StreamBranch(Processor):
     """Forwards each record to the first branch whose predicate holds (or the default branch)."""
 
+    forwards_by_name = True
+
     def __init__(
         self, predicates: list[tuple[Callable[[Any, Any], bool] | None, str]]
     ) -> None:
@@ -100,12 +102,15 @@ class PassThrough(Processor):
         self.forward(record)
 
 
+NULL_KEY_BEFORE_REPARTITION = "null key before repartition"
+
+
 class DropNullKeys(Processor):
     """Drops records whose key is None before a repartition, counting them (Kafka Streams does
     the same: an aggregation cannot place a record without a key)."""
 
     def process(self, record: Record) -> None:
         if record.key is None:
-            self.context.record_dropped(self.name, "null key before repartition")
+            self.context.record_dropped(self.name, NULL_KEY_BEFORE_REPARTITION)
             return
         self.forward(record)

@@ -93,7 +93,7 @@ class Task:
             if (len(proc._children) == 1 and type(proc).forward is Processor.forward
                     and not proc.forwards_by_name):
                 # one child: forwarding is calling it (one Python call less per record and hop)
-                proc.forward = proc._children[0].process  # type: ignore[method-assign]
+                proc.forward = proc._children[0].process  # type: ignore[method-assign,assignment]
             if node.kind is NodeKind.SOURCE:
                 if not isinstance(proc, SourceProcessor):
                     raise TypeError(f"source node {name} built a {type(proc).__name__}")

@@ -20,6 +20,9 @@ VENVS = BENCH / ".venvs"
 REQUIREMENTS: dict[str, list[str]] = {
     "quix": ["quixstreams==3.28.1"],
     "faust": ["faust-streaming==0.15.3"],
+    # bytewax.connectors.kafka needs confluent-kafka (the "kafka" extra)
+    "bytewax": ["bytewax[kafka]==0.21.1"],
+    "pathway": ["pathway==0.33.0"],
     # py-spy for --profile
     "tools": ["py-spy==0.4.3"],
 }

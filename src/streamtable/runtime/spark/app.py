@@ -185,9 +185,11 @@ class StreamsApp:
                     .select(*RECORD_COLUMNS, "_route")
                 )
             stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
-            if self._source_by_partition and len(parts) == 1 and not stage.upstream \
-                    and len(stage.external_inputs) == 1:
-                # each Spark partition of the Kafka source is one Kafka partition: one task
+            streamed = (self._source_by_partition and len(parts) == 1 and not stage.upstream
+                        and len(stage.external_inputs) == 1)
+            if streamed:
+                # each Spark partition of the Kafka source is one Kafka partition in offset
+                # order: one task, whose records can be processed as they arrive
                 routed = stage_input.select(*RECORD_COLUMNS, "_route")
             else:
                 labels = F.array(*[F.lit(x).cast("long") for x in plan.labels[stage.partitions]])
@@ -198,6 +200,7 @@ class StreamsApp:
             runner = StageRunner(
                 self._blob, stage.subtopology, batch_id, self.task_state,
                 self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
+                streamed=streamed,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             # A stage read both by a later stage and by the driver is kept, so that it runs once
@@ -282,6 +285,10 @@ class StreamsApp:
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
         _ensure_progress_listener(spark)
+        if self.topology.sink_topics or self.config.dead_letter_topic:
+            output = self._output_writer()
+            if isinstance(output, KafkaOutput):
+                output.warm_up()
         self._source_by_partition = True
         self._query = writer.start()
         log.info("started %s on %s: %d stages, tasks %s", self.application_id,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import gc
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 import pyarrow as pa
@@ -136,7 +137,8 @@ class StageRunner:
 
     def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int,
                  persistence: TaskStatePersistence, config: dict[str, Any],
-                 queryable_stores: list[str], topic_partitions: dict[str, int]) -> None:
+                 queryable_stores: list[str], topic_partitions: dict[str, int],
+                 streamed: bool = False) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
@@ -144,8 +146,13 @@ class StageRunner:
         self.config = config
         self.queryable_stores = queryable_stores
         self.topic_partitions = topic_partitions
+        # each Spark partition is one Kafka partition in offset order (see StreamsApp)
+        self.streamed = streamed
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.streamed:
+            yield from self._call_streamed(batches)
+            return
         # The task is the records' _route, not Spark's partition id: a stage pipelined into a
         # later union numbers its partitions differently.
         received = [b for b in batches if b.num_rows]
@@ -158,18 +165,57 @@ class StageRunner:
             raise RuntimeError(f"stage {self.subtopology}: a Spark partition holds several tasks")
         yield self.run(task_id, table.drop_columns(["_route"]).cast(_input_schema()))
 
+    def _call_streamed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """The records of one Kafka partition, already in offset order: processed as they
+        arrive, so the task never holds its whole input."""
+        first = next((b for b in batches if b.num_rows), None)
+        if first is None:
+            return
+        task_id = first.column(first.schema.get_field_index("_route"))[0].as_py()
+        schema = _input_schema()
+
+        def records() -> Iterator[RawRecord]:
+            last: tuple[str, int, int] | None = None
+            for batch in chain((first,), batches):
+                if not batch.num_rows:
+                    continue
+                table = pa.Table.from_batches([batch])
+                routes = table.column("_route")
+                if (pa.compute.min(routes).as_py() != task_id
+                        or pa.compute.max(routes).as_py() != task_id):
+                    raise RuntimeError(
+                        f"stage {self.subtopology}: a Spark partition holds several tasks")
+                rows = table_records(table.drop_columns(["_route"]).cast(schema))
+                head, tail = rows[0], rows[-1]
+                if last is not None and ((head.topic, head.partition) != last[:2]
+                                         or head.offset <= last[2]):
+                    raise RuntimeError(
+                        f"stage {self.subtopology}: records of task {task_id} are not one "
+                        "partition in offset order")
+                last = (tail.topic, tail.partition, tail.offset)
+                yield from rows
+
+        yield self._guarded(task_id, lambda _ordering: records())
+
     def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
+        """Run the task over all of its records of this batch, in partition-group order."""
+        return self._guarded(task_id, lambda ordering: ordering.order(table_records(table)))
+
+    def _guarded(self, task_id: int,
+                 records: Callable[[PartitionGroupOrdering], Iterable[RawRecord]]
+                 ) -> pa.RecordBatch:
         # The stores hold many long-lived objects and the record path allocates many short-lived
         # ones without cycles: the cyclic collector would rescan the stores again and again.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._run(task_id, table)
+            return self._run(task_id, records)
         finally:
             if gc_was_enabled:
                 gc.enable()
 
-    def _run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
+    def _run(self, task_id: int,
+             records: Callable[[PartitionGroupOrdering], Iterable[RawRecord]]) -> pa.RecordBatch:
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
         sub = topology.subtopologies[self.subtopology]
@@ -179,8 +225,7 @@ class StageRunner:
                     # with caching, the last change per key per micro-batch: never evict early
                     cache_max_entries=sys.maxsize, wiring=wiring)
         task.stream_time = state.stream_time
-        ordering = PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)
-        for raw in ordering.order(table_records(table)):
+        for raw in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
             task.process(raw)
         task.commit()
         state.stream_time = task.stream_time

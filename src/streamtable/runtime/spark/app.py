@@ -269,6 +269,9 @@ class StreamsApp:
         max_records = self.config.get("max.records.per.batch")
         if max_records:
             reader = reader.option("max.records.per.batch", str(max_records))
+        first = self.config.get("first.batch.records")
+        if first is not None:
+            reader = reader.option("first.batch.records", str(first))
         if self.development_broker:
             from streamtable.kafka.broker import development_source_options
 

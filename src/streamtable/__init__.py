@@ -34,7 +34,7 @@ from streamtable.errors import (
     TopologyError,
 )
 from streamtable.processors.api import Change, Processor, Record
-from streamtable.processors.window import TimeWindows, Windowed
+from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
 from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from streamtable.topology import Topology
 
@@ -58,6 +58,7 @@ __all__ = [
     "StreamsError",
     "TestInputTopic",
     "TestOutputTopic",
+    "SessionWindows",
     "TimeWindows",
     "Windowed",
     "Topology",

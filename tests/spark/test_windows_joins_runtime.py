@@ -48,3 +48,30 @@ def test_not_looking_at_facebook_on_spark_equals_driver(spark, tmp_path):
     for store in ("open-store", "notification-counts-store"):
         assert app.store(store).to_dict() == driver.get_key_value_store(store).to_dict(), store
     assert len(app.store("notification-counts-store").to_dict()) > 20
+
+
+def test_session_windows_on_spark_equal_the_driver(spark, tmp_path):
+    from streamtable import SessionWindows, StreamsBuilder
+
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key()
+     .windowed_by(SessionWindows.of_inactivity_gap(5 * MIN).with_grace(30 * MIN))
+     .count("sessions"))
+    topology = b.build()
+    rng = random.Random(9)
+    times = sorted(rng.randrange(0, 600 * MIN) for _ in range(150))
+    events = [("clicks", f"user{rng.randrange(4)}", "click") for _ in times]
+    driver = TopologyTestDriver(topology)
+    clicks = driver.create_input_topic("clicks")
+    for (_, k, v), ts in zip(events, times, strict=True):
+        clicks.pipe_input(k, v, timestamp=ts)
+    app = StreamsApp(topology, "sessions", state_dir=str(tmp_path), spark=spark,
+                     output=MemoryOutput())
+    app.prepare({"clicks": 2})
+    for batch, (lo, hi) in enumerate([(0, 60), (60, 110), (110, 150)]):
+        frame = [(r[0], r[1], r[2], ts, r[4], r[5], r[6])
+                 for r, ts in zip(rows(events[lo:hi], 2, lo), times[lo:hi], strict=True)]
+        app.process_batch(spark.createDataFrame(frame, SOURCE_SCHEMA), batch)
+    expected = driver.get_key_value_store("sessions").to_dict()
+    assert app.store("sessions").to_dict() == expected
+    assert len(expected) > 10

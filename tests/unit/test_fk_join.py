@@ -112,3 +112,16 @@ def test_position_exchange_used_when_ticker_unknown(share_holders):
     assert driver.get_key_value_store("us-share-holders").to_dict() == {"c9": {9}}
     ref.pipe_input("TSLA", {"name": "Tesla", "exchange": "LON"})
     assert driver.get_key_value_store("us-share-holders").to_dict() == {}
+
+
+def test_deleting_a_left_row_that_never_joined_emits_a_tombstone_without_caching():
+    """Kafka Streams' inner FK join cannot know whether a result was emitted for a deleted
+    left row, so it forwards a tombstone; a record cache drops it (nothing changed)."""
+    driver, orders, ref, out = fk_driver(left_join=False, cache=False)
+    orders.pipe_input(1, {"item": "a", "product": "p1"})  # no p1: never joins
+    orders.pipe_input(1, None)
+    assert out.read_key_values() == [(1, None)]
+    driver, orders, ref, out = fk_driver(left_join=False, cache=True)
+    orders.pipe_input(1, {"item": "a", "product": "p1"})
+    orders.pipe_input(1, None)
+    assert out.read_key_values() == []

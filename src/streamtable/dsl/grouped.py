@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from streamtable.dsl.materialized import Materialized
 from streamtable.processors import aggregate as agg
 from streamtable.processors.stateless import DropNullKeys
-from streamtable.processors.window import TimeWindows, WindowedAggregate
+from streamtable.processors.window import (
+    SessionWindowedAggregate,
+    SessionWindows,
+    TimeWindows,
+    WindowedAggregate,
+)
 from streamtable.serde import Serde
 
 if TYPE_CHECKING:
@@ -65,7 +70,14 @@ class KGroupedStream:
         b.add_node(name, lambda: make(store_name, combined), [parent], stores=[store_name])
         return KTable(b, name, store_name)
 
-    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
+    @overload
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream: ...
+
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+
+    def windowed_by(self, windows: TimeWindows | SessionWindows
+                    ) -> TimeWindowedKStream | SessionWindowedKStream:
         """Aggregate per time window: the result is a table keyed by
         :class:`~streamtable.processors.window.Windowed` keys.
 
@@ -74,7 +86,11 @@ class KGroupedStream:
         >>> counts = (b.stream("notifications").group_by_key()
         ...     .windowed_by(TimeWindows.of(600_000).advance_by(60_000))
         ...     .count("notification-counts"))
+        >>> sessions = (b.stream("clicks").group_by_key()
+        ...     .windowed_by(SessionWindows.of_inactivity_gap(300_000)).count("sessions"))
         """
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(self, windows)
         return TimeWindowedKStream(self, windows)
 
     def count(self, materialized: Materialized | str | None = None, *,
@@ -137,6 +153,52 @@ class TimeWindowedKStream:
             materialized, "KSTREAM-WINDOWED-AGGREGATE",
             lambda s, _: WindowedAggregate(s, windows, initializer, aggregator), named,
         )
+
+
+class SessionWindowedKStream:
+    """A grouped stream with session windows: ``count``, ``reduce``, ``aggregate`` per session
+    (a table keyed by :class:`~streamtable.processors.window.Windowed` session keys)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SessionWindows) -> None:
+        self._grouped = grouped
+        self._windows = windows
+
+    def count(self, materialized: Materialized | str | None = None, *,
+              named: str | None = None) -> KTable:
+        """The number of records per session."""
+        return self.aggregate(_zero, _count_one, _sum_merger, materialized, named=named)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | str | None = None, *,
+               named: str | None = None) -> KTable:
+        """``reducer(aggregate, value)`` per session; merged sessions are reduced together."""
+        def aggregator(key: Any, value: Any, agg: Any) -> Any:
+            return value if agg is _FIRST else reducer(agg, value)
+
+        def merger(key: Any, agg1: Any, agg2: Any) -> Any:
+            if agg1 is _FIRST:
+                return agg2
+            return agg1 if agg2 is _FIRST else reducer(agg1, agg2)
+
+        return self.aggregate(_first, aggregator, merger, materialized, named=named)
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  merger: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | str | None = None, *,
+                  named: str | None = None) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per session;
+        ``merger(key, aggregate1, aggregate2)`` combines sessions a record joins together."""
+        windows = self._windows
+        return self._grouped._aggregate(
+            materialized, "KSTREAM-SESSION-WINDOWED-AGGREGATE",
+            lambda s, _: SessionWindowedAggregate(s, windows, initializer, aggregator, merger),
+            named,
+        )
+
+
+def _sum_merger(key: Any, a: int, b: int) -> int:
+    return a + b
 
 
 _FIRST = object()

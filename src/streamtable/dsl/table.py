@@ -96,12 +96,16 @@ class KTable:
 
     # -- joins -----------------------------------------------------------------------------
     def join(self, other: KTable, joiner: Callable[[Any, Any], Any], *,
-             foreign_key_extractor: Callable[[Any], Any],
+             foreign_key_extractor: Callable[[Any], Any] | None = None,
              materialized: Materialized | str | None = None,
              named: str | None = None) -> KTable:
-        """Foreign-key join: each row of this table joins the row of ``other`` whose key is
-        ``foreign_key_extractor(value)``; ``joiner(value, other_value)`` gives the result. A
+        """Join with ``other`` on the primary key, or with ``foreign_key_extractor`` on a
+        foreign key: each row of this table joins the row of ``other`` whose key is
+        ``foreign_key_extractor(value)``. ``joiner(value, other_value)`` gives the result. A
         change of either side updates the result; a row without a match is absent.
+
+        A primary-key join reads both tables' stores, so both must be materialized (a source
+        table always is) and co-partitioned (the same number of partitions, keys placed alike).
 
         >>> from streamtable import StreamsBuilder
         >>> b = StreamsBuilder()
@@ -109,15 +113,62 @@ class KTable:
         >>> enriched = b.table("share-holders").join(
         ...     ref, lambda p, r: {**p, "exchange": r["exchange"]},
         ...     foreign_key_extractor=lambda p: p["ticker"])
+        >>> prices = b.table("prices")
+        >>> priced = b.table("items").join(prices, lambda item, price: {**item, "price": price})
         """
+        if foreign_key_extractor is None:
+            return self._pk_join(other, joiner, "inner", materialized, named)
         return self._fk_join(other, joiner, foreign_key_extractor, False, materialized, named)
 
     def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any], *,
-                  foreign_key_extractor: Callable[[Any], Any],
+                  foreign_key_extractor: Callable[[Any], Any] | None = None,
                   materialized: Materialized | str | None = None,
                   named: str | None = None) -> KTable:
         """Like :meth:`join`, but a row without a match joins with ``None``."""
+        if foreign_key_extractor is None:
+            return self._pk_join(other, joiner, "left", materialized, named)
         return self._fk_join(other, joiner, foreign_key_extractor, True, materialized, named)
+
+    def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any], *,
+                   materialized: Materialized | str | None = None,
+                   named: str | None = None) -> KTable:
+        """Primary-key join in which a row of either side without a match joins with
+        ``None`` (``joiner(value, None)`` or ``joiner(None, other_value)``).
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> both = b.table("a").outer_join(b.table("b"), lambda x, y: (x, y))
+        """
+        return self._pk_join(other, joiner, "outer", materialized, named)
+
+    def _pk_join(self, other: KTable, joiner: Callable[[Any, Any], Any], mode: str,
+                 materialized: Materialized | str | None, named: str | None) -> KTable:
+        from streamtable.errors import TopologyError
+        from streamtable.processors.join import TableJoinMerge, TableTableJoin
+
+        for side, table in (("left", self), ("right", other)):
+            if table._store is None:
+                raise TopologyError(
+                    f"the {side} table of a primary-key table join must be materialized: "
+                    "pass materialized= to the operator that created it")
+        b = self._builder
+        left_store, right_store = self._store, other._store
+        assert left_store is not None and right_store is not None
+        prefix = {"inner": "KTABLE-JOIN", "left": "KTABLE-LEFTJOIN",
+                  "outer": "KTABLE-OUTERJOIN"}[mode]
+        this_side = b.new_name(f"{prefix}-THIS")
+        other_side = b.new_name(f"{prefix}-OTHER")
+        b.add_node(this_side, lambda: TableTableJoin(right_store, joiner, mode, this_side=True),
+                   [self._node], stores=[right_store])
+        b.add_node(other_side, lambda: TableTableJoin(left_store, joiner, mode, this_side=False),
+                   [other._node], stores=[left_store])
+        store = None
+        if materialized is not None:
+            store = b.add_store(materialized, f"{prefix}-STATE-STORE").name
+        merge = b.new_name("KTABLE-MERGE", named)
+        b.add_node(merge, lambda: TableJoinMerge(store), [this_side, other_side],
+                   stores=[store] if store else [])
+        return KTable(b, merge, store)
 
     def _fk_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
                  foreign_key: Callable[[Any], Any], left_join: bool,

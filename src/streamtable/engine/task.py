@@ -113,7 +113,8 @@ class Task:
         return self.config.caching_enabled if spec.caching is None else spec.caching
 
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
-        fw = ChangeForwarder(processor, self.caching_enabled(store_name), self.cache_max_entries)
+        fw = ChangeForwarder(processor, self.caching_enabled(store_name), self.cache_max_entries,
+                             self)
         self._flushes.append(fw.flush)
         return fw
 
@@ -129,13 +130,21 @@ class Task:
         except RecordError as e:
             self._handle_failure(raw, self._locate(e, raw), self._proc_handler)
         except Exception as e:  # a user function raised
-            err = ProcessingError(
-                f"{type(e).__name__}: {e}",
-                topic=raw.topic, partition=raw.partition, offset=raw.offset,
-                processor=failing_processor(e),
-            )
-            err.__cause__ = e
-            self._handle_failure(raw, err, self._proc_handler)
+            self._handle_failure(raw, _user_error(e, raw), self._proc_handler)
+
+    def handle_flush_failure(self, raw: RawRecord | None, error: Exception) -> None:
+        """A change held by a record cache failed downstream when it was forwarded (at a
+        commit, or evicted): the input record that caused it is the one to name, skip or send
+        to the dead-letter topic."""
+        if isinstance(error, RecordError):
+            located = error if raw is None else self._locate(error, raw)
+        else:
+            located = _user_error(error, raw)
+        if raw is None:
+            raise located
+        handler = (self._deser_handler if isinstance(located, DeserializationError)
+                   else self._proc_handler)
+        self._handle_failure(raw, located, handler)
 
     def _locate(self, e: RecordError, raw: RawRecord) -> RecordError:
         if e.topic is None:
@@ -185,6 +194,19 @@ class Task:
     def close(self) -> None:
         for p in self.processors.values():
             p.close()
+
+
+def _user_error(error: Exception, raw: RawRecord | None) -> ProcessingError:
+    """A user function's exception as an error naming the record and the operator."""
+    err = ProcessingError(
+        f"{type(error).__name__}: {error}",
+        topic=None if raw is None else raw.topic,
+        partition=None if raw is None else raw.partition,
+        offset=None if raw is None else raw.offset,
+        processor=failing_processor(error),
+    )
+    err.__cause__ = error
+    return err
 
 
 class TaskContext:

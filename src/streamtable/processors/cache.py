@@ -9,27 +9,41 @@ update of a share-holders position is one emission with caching and subtract-the
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from streamtable.processors.api import Change, Headers, Record
+from streamtable.processors.api import Change, Headers, RawRecord, Record
 
 if TYPE_CHECKING:
     from streamtable.processors.api import Processor
 
-_ABSENT = object()
+
+class FlushHost(Protocol):
+    """What a cache needs from the task it runs in: the input record being processed (the
+    cause of each held change) and where a failure while forwarding a held change goes."""
+
+    current_raw: RawRecord | None
+
+    def handle_flush_failure(self, raw: RawRecord | None, error: Exception) -> None: ...
 
 
 class ChangeForwarder:
-    """Forwards ``Change(new, old)`` records of one stateful table operator."""
+    """Forwards ``Change(new, old)`` records of one stateful table operator.
 
-    __slots__ = ("_processor", "caching", "max_entries", "_dirty")
+    A held change remembers the input record that caused it: when the operators it is
+    forwarded to fail at a commit, the error names that record and goes through the task's
+    processing exception handler like any other.
+    """
 
-    def __init__(self, processor: Processor, caching: bool, max_entries: int) -> None:
+    __slots__ = ("_processor", "caching", "max_entries", "_dirty", "_host")
+
+    def __init__(self, processor: Processor, caching: bool, max_entries: int,
+                 host: FlushHost) -> None:
         self._processor = processor
         self.caching = caching
         self.max_entries = max(1, max_entries)
-        # key -> [first old value, newest value, timestamp, headers]; insertion ordered (an
-        # OrderedDict: evicting the eldest of a plain dict gets slower with every deletion)
+        self._host = host
+        # key -> [first old value, newest value, timestamp, headers, cause]; insertion ordered
+        # (an OrderedDict: evicting the eldest of a plain dict gets slower with every deletion)
         self._dirty: OrderedDict[Any, list[Any]] = OrderedDict()
 
     def forward(self, key: Any, new: Any, old: Any, timestamp: int, headers: Headers = ()) -> None:
@@ -38,30 +52,40 @@ class ChangeForwarder:
             return
         entry = self._dirty.get(key)
         if entry is None:
-            self._dirty[key] = [old, new, timestamp, headers]
+            self._dirty[key] = [old, new, timestamp, headers, self._host.current_raw]
             if len(self._dirty) > self.max_entries:
                 self._evict_eldest()
         else:
             entry[1] = new
             entry[2] = timestamp
             entry[3] = headers
+            entry[4] = self._host.current_raw
 
     def _evict_eldest(self) -> None:
-        key, (old, new, ts, headers) = self._dirty.popitem(last=False)
-        self._emit(key, new, old, ts, headers)
+        key, (old, new, ts, headers, cause) = self._dirty.popitem(last=False)
+        self._emit(key, new, old, ts, headers, cause)
 
-    def _emit(self, key: Any, new: Any, old: Any, ts: int, headers: Headers) -> None:
+    def _emit(self, key: Any, new: Any, old: Any, ts: int, headers: Headers,
+              cause: RawRecord | None) -> None:
         if new is None and old is None:
             return  # created and deleted within one commit: nothing happened downstream
-        self._processor.forward(Record(key, Change(new, old), ts, headers))
+        host = self._host
+        processing = host.current_raw
+        host.current_raw = cause
+        try:
+            self._processor.forward(Record(key, Change(new, old), ts, headers))
+        except Exception as e:
+            host.handle_flush_failure(cause, e)
+        finally:
+            host.current_raw = processing
 
     def flush(self) -> bool:
         """Forward every held change; True if anything was held."""
         if not self._dirty:
             return False
         dirty, self._dirty = self._dirty, OrderedDict()
-        for key, (old, new, ts, headers) in dirty.items():
-            self._emit(key, new, old, ts, headers)
+        for key, (old, new, ts, headers, cause) in dirty.items():
+            self._emit(key, new, old, ts, headers, cause)
         return True
 
     def __len__(self) -> int:

@@ -185,6 +185,6 @@ class ResponseJoin(StoringProcessor):
             result = self.joiner(left, right)
         stored = self.store.get(record.key)
         old = None if stored is None else stored[0]
-        if result is None and old is None:
-            return
+        # A tombstone even for a key that never joined, as Kafka Streams (which cannot know
+        # whether a result was emitted) forwards it; a record cache drops it (nothing changed).
         self.emit(record.key, result, old, record)

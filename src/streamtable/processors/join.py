@@ -1,11 +1,13 @@
-"""Stream-table joins: each stream record looks up the table's current row for its key."""
+"""Joins: a stream record looks up a table's current row for its key (stream-table); a change
+of either table of a primary-key table-table join looks up the other table's row."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Processor, ProcessorContext, Record
+from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.processors.table import StoringProcessor
 
 
 class StreamTableJoin(Processor):
@@ -30,3 +32,67 @@ class StreamTableJoin(Processor):
             return
         table_value = None if stored is None else stored[0]
         self.forward(record.with_value(self.joiner(record.value, table_value)))
+
+
+class TableTableJoin(Processor):
+    """One side of a primary-key table-table join (Kafka Streams' ``KTableKTable*Join``): a
+    change of this side joins the other side's current row, and forwards ``Change(new result,
+    old result)`` at the larger of the two timestamps.
+
+    ``mode``: ``inner`` (no row on either side, no result), ``left`` (the left table's rows
+    join ``None`` when the right has none), ``outer`` (either side may be ``None``, not both).
+    ``joiner(left_value, right_value)`` whichever side this is.
+    """
+
+    def __init__(self, other_store: str, joiner: Callable[[Any, Any], Any], mode: str,
+                 this_side: bool) -> None:
+        self.other_store = other_store
+        self.joiner = joiner
+        self.mode = mode
+        self.this_side = this_side  # True: the table ``join`` was called on (the left)
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.other = context.get_state_store(self.other_store)
+        # may this side's row join a missing row of the other side?
+        self.alone_ok = self.mode == "outer" or (self.mode == "left" and self.this_side)
+        # may the other side's row stand without a row of this side?
+        self.other_alone_ok = self.mode == "outer" or (self.mode == "left"
+                                                       and not self.this_side)
+
+    def _join(self, mine: Any, theirs: Any) -> Any:
+        if mine is None and (theirs is None or not self.other_alone_ok):
+            return None
+        if theirs is None and not self.alone_ok:
+            return None
+        return self.joiner(mine, theirs) if self.this_side else self.joiner(theirs, mine)
+
+    def process(self, record: Record) -> None:
+        change: Change[Any] = record.value
+        stored = self.other.get(record.key)
+        theirs = None if stored is None else stored[0]
+        new = self._join(change.new, theirs)
+        old = self._join(change.old, theirs)
+        if new is None and old is None:
+            return
+        ts = record.timestamp if stored is None else max(record.timestamp, stored[1])
+        self.forward(Record(record.key, Change(new, old), ts, record.headers))
+
+
+class TableJoinMerge(StoringProcessor):
+    """The result table of a primary-key table-table join: both sides' changes, materialized
+    (and cached) when a store is given."""
+
+    def __init__(self, store_name: str | None) -> None:
+        self.store_name = store_name
+
+    def process(self, record: Record) -> None:
+        change: Change[Any] = record.value
+        if self.store_name is None:
+            self.forward(record)
+            return
+        stored = self.store.get(record.key)
+        old = None if stored is None else stored[0]
+        if change.new is None and old is None:
+            return
+        self.emit(record.key, change.new, old, record)

@@ -11,6 +11,8 @@ from streamtable.processors.cache import ChangeForwarder
 
 log = logging.getLogger(__name__)
 
+NO_PAIR = "group_by selected no key-value pair"
+
 
 class StoringProcessor(Processor):
     """A processor that keeps a (value, timestamp) store and forwards its changes through a
@@ -137,14 +139,20 @@ class TableGroupByMap(Processor):
     def process(self, record: Record) -> None:
         change: Change[Any] = record.value
         if change.old is not None:
-            k, v = self.selector(record.key, change.old)
-            if k is None:
+            pair = self.selector(record.key, change.old)
+            if pair is None:
+                self.context.record_dropped(self.name, NO_PAIR + " (old value)")
+            elif pair[0] is None:
                 self.context.record_dropped(self.name, "group_by selected a null key (old value)")
             else:
-                self.forward(Record(k, Change(None, v), record.timestamp, record.headers))
+                self.forward(Record(pair[0], Change(None, pair[1]), record.timestamp,
+                                    record.headers))
         if change.new is not None:
-            k, v = self.selector(record.key, change.new)
-            if k is None:
+            pair = self.selector(record.key, change.new)
+            if pair is None:
+                self.context.record_dropped(self.name, NO_PAIR)
+            elif pair[0] is None:
                 self.context.record_dropped(self.name, "group_by selected a null key")
             else:
-                self.forward(Record(k, Change(v, None), record.timestamp, record.headers))
+                self.forward(Record(pair[0], Change(pair[1], None), record.timestamp,
+                                    record.headers))

@@ -1,8 +1,10 @@
-"""Windowed aggregation of streams (tumbling and hopping time windows with a grace period).
+"""Windowed aggregation of streams: tumbling and hopping time windows, and session windows,
+each with a grace period.
 
 A record updates every window that contains its timestamp and is still open; a window closes once
 stream time reaches its end plus the grace period, and a record arriving for a closed window is
-late: dropped and counted, never silently.
+late: dropped and counted, never silently. Sessions grow and merge: a record joins every session
+of its key that ends less than the inactivity gap before it or starts less than the gap after it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class Windowed:
     key: Any
     start: int
     end: int
+
+    def __getitem__(self, index: int) -> Any:
+        """``(key, start, end)[index]``: stores index windowed keys by their key."""
+        return (self.key, self.start, self.end)[index]
 
 
 @dataclass(frozen=True)
@@ -95,3 +101,81 @@ class WindowedAggregate(StoringProcessor):
                 old, agg, ts = stored[0], stored[0], max(record.timestamp, stored[1])
             new = self.aggregator(key, record.value, agg)
             self.emit(wkey, new, old, record.with_timestamp(ts))
+
+
+@dataclass(frozen=True)
+class SessionWindows:
+    """Sessions of activity per key, closed by ``gap`` ms of inactivity, with a ``grace``
+    period for out-of-order records (Kafka Streams' ``SessionWindows``). A session's window is
+    ``[first record's timestamp, last record's timestamp]``, both inclusive.
+
+    >>> SessionWindows.of_inactivity_gap(300_000).with_grace(60_000)
+    SessionWindows(gap=300000, grace=60000)
+    """
+
+    gap: int
+    grace: int = 0
+
+    @classmethod
+    def of_inactivity_gap(cls, gap_ms: int) -> SessionWindows:
+        if gap_ms <= 0:
+            raise ValueError("the inactivity gap must be positive")
+        return cls(gap_ms)
+
+    @classmethod
+    def of_inactivity_gap_and_grace(cls, gap_ms: int, grace_ms: int) -> SessionWindows:
+        return cls.of_inactivity_gap(gap_ms).with_grace(grace_ms)
+
+    def with_grace(self, grace_ms: int) -> SessionWindows:
+        if grace_ms < 0:
+            raise ValueError("grace must not be negative")
+        return SessionWindows(self.gap, grace_ms)
+
+
+class SessionWindowedAggregate(StoringProcessor):
+    """Aggregation per session (Kafka Streams' ``KStreamSessionWindowAggregate``).
+
+    A record finds the sessions of its key it falls into or next to (within the gap), merges
+    them with ``merger(key, aggregate1, aggregate2)`` into one session spanning them all, and
+    adds itself with ``aggregator(key, value, aggregate)``. Each replaced session is deleted
+    (a tombstone is forwarded for it), then the merged session is forwarded; both carry the
+    session's end as timestamp. A record whose merged session ends before stream time minus
+    the grace period is late: dropped and counted.
+    """
+
+    def __init__(self, store_name: str, windows: SessionWindows, initializer: Callable[[], Any],
+                 aggregator: Callable[[Any, Any, Any], Any],
+                 merger: Callable[[Any, Any, Any], Any]) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.merger = merger
+
+    def process(self, record: Record) -> None:
+        key, ts = record.key, record.timestamp
+        if key is None or record.value is None:
+            self.context.record_dropped(self.name, "null key or value in a session aggregation")
+            return
+        gap = self.windows.gap
+        close_time = self.context.stream_time - self.windows.grace
+        start, end = ts, ts
+        agg = self.initializer()
+        merged = []
+        sessions = sorted(self.store.keys_with_first(key), key=lambda w: (w.end, w.start))
+        for wkey in sessions:
+            if wkey.end >= ts - gap and wkey.start <= ts + gap:
+                session_agg = self.store.get(wkey)[0]
+                agg = self.merger(key, agg, session_agg)
+                start, end = min(start, wkey.start), max(end, wkey.end)
+                merged.append((wkey, session_agg))
+        if end < close_time:
+            self.context.record_dropped(self.name, "late record for a closed session")
+            return
+        if (start, end) != (ts, ts):
+            # every merged session is replaced, even one the record fell inside: Kafka Streams
+            # forwards its tombstone before the new session (a record cache folds the two)
+            for wkey, session_agg in merged:
+                self.emit(wkey, None, session_agg, record.with_timestamp(wkey.end))
+        agg = self.aggregator(key, record.value, agg)
+        self.emit(Windowed(key, start, end), agg, None, record.with_timestamp(end))

@@ -1,0 +1,80 @@
+"""Primary-key KTable-KTable joins reproduce Kafka Streams' documented join semantics table
+(inner, left and outer; records at timestamps 1..15, no caching)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamtable import StreamsBuilder, TopologyTestDriver
+from streamtable.errors import TopologyError
+
+# (timestamp, side, value) and the documented output per join (absent: no output; None: a
+# tombstone) -- Kafka Streams' "KTable-KTable Join" semantics table
+INPUT = [(1, "left", None), (2, "right", None), (3, "left", "A"), (4, "right", "a"),
+         (5, "left", "B"), (6, "right", "b"), (7, "left", None), (8, "right", None),
+         (9, "left", "C"), (10, "right", "c"), (11, "right", None), (12, "left", None),
+         (13, "right", None), (14, "right", "d"), (15, "left", "D")]
+ABSENT = object()
+EXPECTED = {
+    "inner": {4: ["A", "a"], 5: ["B", "a"], 6: ["B", "b"], 7: None, 10: ["C", "c"],
+              11: None, 15: ["D", "d"]},
+    "left": {3: ["A", None], 4: ["A", "a"], 5: ["B", "a"], 6: ["B", "b"], 7: None,
+             9: ["C", None], 10: ["C", "c"], 11: ["C", None], 12: None, 15: ["D", "d"]},
+    "outer": {3: ["A", None], 4: ["A", "a"], 5: ["B", "a"], 6: ["B", "b"], 7: [None, "b"],
+              8: None, 9: ["C", None], 10: ["C", "c"], 11: ["C", None], 12: None,
+              14: [None, "d"], 15: ["D", "d"]},
+}
+
+
+def _driver(mode: str, materialized: str | None, cache: bool):
+    b = StreamsBuilder()
+    left, right = b.table("left"), b.table("right")
+    join = {"inner": left.join, "left": left.left_join, "outer": left.outer_join}[mode]
+    join(right, lambda lv, rv: [lv, rv], materialized=materialized).to_stream().to("out")
+    config = {"cache.max.bytes.buffering": 10_000_000 if cache else 0}
+    driver = TopologyTestDriver(b.build(), config)
+    return driver, {s: driver.create_input_topic(s) for s in ("left", "right")}, \
+        driver.create_output_topic("out")
+
+
+@pytest.mark.parametrize("materialized", [None, "joined"])
+@pytest.mark.parametrize("mode", ["inner", "left", "outer"])
+def test_join_follows_kafka_streams_documented_semantics(mode, materialized):
+    driver, inputs, out = _driver(mode, materialized, cache=False)
+    got = {}
+    for ts, side, value in INPUT:
+        inputs[side].pipe_input("k", value, timestamp=ts)
+        records = out.read_records()
+        assert len(records) <= 1, (ts, records)
+        for r in records:
+            assert r.timestamp == ts
+            got[ts] = r.value
+    assert got == EXPECTED[mode]
+    if materialized:
+        final = driver.get_key_value_store("joined").get("k")
+        assert final == EXPECTED[mode][15]
+
+
+def test_result_timestamp_is_the_larger_of_both_sides():
+    driver, inputs, out = _driver("inner", "joined", cache=True)
+    inputs["right"].pipe_input("k", "r", timestamp=50)
+    inputs["left"].pipe_input("k", "l", timestamp=10)
+    assert [(r.value, r.timestamp) for r in out.read_records()] == [(["l", "r"], 50)]
+    assert driver.get_timestamped_key_value_store("joined").get("k") == (["l", "r"], 50)
+
+
+def test_with_caching_an_update_is_one_change():
+    driver, inputs, out = _driver("left", "joined", cache=True)
+    inputs["left"].pipe_input("k", "A", timestamp=1)
+    inputs["right"].pipe_input("k", "a", timestamp=2)
+    assert out.read_values() == [["A", None], ["A", "a"]]
+    inputs["left"].pipe_input("k", None, timestamp=3)
+    assert out.read_values() == [None]
+    assert driver.get_key_value_store("joined").to_dict() == {}
+
+
+def test_joining_an_unmaterialized_table_says_what_to_do():
+    b = StreamsBuilder()
+    derived = b.table("a").filter(lambda k, v: True)
+    with pytest.raises(TopologyError, match="materialized"):
+        b.table("b").join(derived, lambda x, y: (x, y))

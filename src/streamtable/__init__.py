@@ -34,6 +34,7 @@ from streamtable.errors import (
     TopologyError,
 )
 from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.suppress import BufferConfig, Suppressed
 from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
 from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from streamtable.topology import Topology
@@ -58,7 +59,9 @@ __all__ = [
     "StreamsError",
     "TestInputTopic",
     "TestOutputTopic",
+    "BufferConfig",
     "SessionWindows",
+    "Suppressed",
     "TimeWindows",
     "Windowed",
     "Topology",

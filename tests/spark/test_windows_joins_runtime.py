@@ -75,3 +75,37 @@ def test_session_windows_on_spark_equal_the_driver(spark, tmp_path):
     expected = driver.get_key_value_store("sessions").to_dict()
     assert app.store("sessions").to_dict() == expected
     assert len(expected) > 10
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_suppressed_final_results_on_spark_equal_the_driver(spark, tmp_path, cache):
+    from tests.spark.harness import per_key
+
+    from streamtable import StreamsBuilder, Suppressed, TimeWindows
+
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key()
+     .windowed_by(TimeWindows.of(10 * MIN).with_grace(2 * MIN)).count("counts")
+     .suppress(Suppressed.until_window_closes())
+     .to_stream(lambda w, v: f"{w.key}@{w.start}").to("final"))
+    topology = b.build()
+    config = {"cache.max.bytes.buffering": 10**7 if cache else 0}
+    rng = random.Random(11)
+    times = [i * 20_000 + rng.randrange(-150_000, 0) for i in range(1, 160)]  # out of order
+    events = [("clicks", f"user{rng.randrange(3)}", "click") for _ in times]
+    driver = TopologyTestDriver(topology, config)
+    clicks = driver.create_input_topic("clicks")
+    for (_, k, v), ts in zip(events, times, strict=True):
+        clicks.pipe_input(k, v, timestamp=max(ts, 0))
+    expected = driver.create_output_topic("final").read_key_values()
+    output = MemoryOutput()
+    app = StreamsApp(topology, f"suppress-{cache}", state_dir=str(tmp_path), spark=spark,
+                     output=output, config=config)
+    app.prepare({"clicks": 1})
+    for batch, (lo, hi) in enumerate([(0, 50), (50, 100), (100, 159)]):
+        frame = [(r[0], r[1], r[2], max(ts, 0), r[4], r[5], r[6])
+                 for r, ts in zip(rows(events[lo:hi], 1, lo), times[lo:hi], strict=True)]
+        app.process_batch(spark.createDataFrame(frame, SOURCE_SCHEMA), batch)
+    got = output.topic("final")
+    assert per_key(got) == per_key(expected)  # exactly one final count per closed window
+    assert len(expected) > 10 and len(set(k for k, _ in expected)) == len(expected)

@@ -149,10 +149,12 @@ class TimeWindowedKStream:
                   materialized: Materialized | str | None = None, *,
                   named: str | None = None) -> KTable:
         windows = self._windows
-        return self._grouped._aggregate(
+        table = self._grouped._aggregate(
             materialized, "KSTREAM-WINDOWED-AGGREGATE",
             lambda s, _: WindowedAggregate(s, windows, initializer, aggregator), named,
         )
+        table._grace = windows.grace
+        return table
 
 
 class SessionWindowedKStream:
@@ -190,11 +192,13 @@ class SessionWindowedKStream:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per session;
         ``merger(key, aggregate1, aggregate2)`` combines sessions a record joins together."""
         windows = self._windows
-        return self._grouped._aggregate(
+        table = self._grouped._aggregate(
             materialized, "KSTREAM-SESSION-WINDOWED-AGGREGATE",
             lambda s, _: SessionWindowedAggregate(s, windows, initializer, aggregator, merger),
             named,
         )
+        table._grace = windows.grace
+        return table
 
 
 def _sum_merger(key: Any, a: int, b: int) -> int:

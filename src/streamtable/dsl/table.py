@@ -13,6 +13,7 @@ from streamtable.serde import Serde
 if TYPE_CHECKING:
     from streamtable.dsl.grouped import KGroupedTable
     from streamtable.dsl.stream import KStream
+    from streamtable.processors.suppress import Suppressed
 
 
 class KTable:
@@ -23,10 +24,13 @@ class KTable:
     >>> nasdaq = positions.filter(lambda key, p: p["exchange"] == "NASDAQ")
     """
 
-    def __init__(self, builder: StreamsBuilder, node: str, store: str | None) -> None:
+    def __init__(self, builder: StreamsBuilder, node: str, store: str | None,
+                 grace: int | None = None) -> None:
         self._builder = builder
         self._node = node
         self._store = store
+        # the grace period of the windows of a windowed aggregation's result table
+        self._grace = grace
 
     @property
     def queryable_store_name(self) -> str | None:
@@ -71,6 +75,32 @@ class KTable:
         return self._then(
             "KTABLE-MAPVALUES", lambda s: tp.TableMapValues(fn, s), materialized, named
         )
+
+    def suppress(self, suppressed: Suppressed, *, named: str | None = None) -> KTable:
+        """Hold this windowed table's changes until each window closes (stream time past its
+        end plus the grace period), then forward one final result per window.
+
+        >>> from streamtable import StreamsBuilder, TimeWindows
+        >>> from streamtable.processors.suppress import Suppressed
+        >>> b = StreamsBuilder()
+        >>> final = (b.stream("clicks").group_by_key()
+        ...     .windowed_by(TimeWindows.of(60_000).with_grace(10_000)).count("counts")
+        ...     .suppress(Suppressed.until_window_closes()))
+        """
+        from streamtable.errors import TopologyError
+        from streamtable.processors.suppress import SuppressUntilWindowCloses
+
+        if self._grace is None:
+            raise TopologyError(
+                "suppress(until_window_closes) needs a windowed table: the result of a "
+                "windowed_by(...) aggregation")
+        b = self._builder
+        name = b.new_name("KTABLE-SUPPRESS", named)
+        store = b.add_store(None, f"{name}-STATE-STORE").name
+        grace, buffer = self._grace, suppressed.buffer
+        b.add_node(name, lambda: SuppressUntilWindowCloses(store, grace, buffer), [self._node],
+                   stores=[store])
+        return KTable(b, name, None)
 
     def to_stream(self, mapper: Callable[[Any, Any], Any] | None = None, *,
                   named: str | None = None) -> KStream:

@@ -1,0 +1,68 @@
+"""suppress(until_window_closes): one final result per window, once stream time has passed the
+window's end plus its grace period; with caching on or off; the buffer can be bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamtable import (
+    BufferConfig,
+    SessionWindows,
+    StreamsBuilder,
+    Suppressed,
+    TimeWindows,
+    TopologyTestDriver,
+)
+from streamtable.errors import ProcessingError, TopologyError
+
+
+def _driver(cache: bool, buffer: BufferConfig | None = None, sessions: bool = False):
+    b = StreamsBuilder()
+    windows = (SessionWindows.of_inactivity_gap(4).with_grace(5) if sessions
+               else TimeWindows.of(10).with_grace(5))
+    (b.stream("clicks").group_by_key().windowed_by(windows).count("counts")
+     .suppress(Suppressed.until_window_closes(buffer))
+     .to_stream(lambda w, v: f"{w.key}@{w.start}-{w.end}").to("final"))
+    driver = TopologyTestDriver(b.build(), {"cache.max.bytes.buffering": 10**7 if cache else 0})
+    return driver, driver.create_input_topic("clicks"), driver.create_output_topic("final")
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_one_final_count_per_window_once_it_closes(cache):
+    driver, clicks, final = _driver(cache)
+    for ts in (1, 3, 8, 12):
+        clicks.pipe_input("a", "x", timestamp=ts)
+    assert final.read_records() == []  # stream time 12 < 10 + 5: [0, 10) still open
+    clicks.pipe_input("b", "x", timestamp=14)
+    assert final.read_records() == []
+    clicks.pipe_input("a", "x", timestamp=15)  # closes [0, 10)
+    assert [(r.key, r.value, r.timestamp) for r in final.read_records()] == [("a@0-10", 3, 8)]
+    clicks.pipe_input("a", "x", timestamp=2)  # late: dropped by the aggregation, no change
+    clicks.pipe_input("a", "x", timestamp=40)  # closes [10, 20) for a and b
+    assert sorted(final.read_key_values()) == [("a@10-20", 2), ("b@10-20", 1)]
+    assert driver.dropped_records == {"late record for a closed window": 1}
+
+
+def test_session_windows_emit_each_final_session_once():
+    driver, clicks, final = _driver(cache=True, sessions=True)
+    for ts in (0, 3, 6, 30):
+        clicks.pipe_input("a", "x", timestamp=ts)
+    # [0, 6] ended at 6: closed once stream time reached 6 + 5; the replaced sessions
+    # [0, 0] and [0, 3] were never final, so they are never emitted
+    assert final.read_key_values() == [("a@0-6", 3)]
+
+
+def test_a_full_buffer_stops_with_an_error():
+    driver, clicks, _ = _driver(cache=False, buffer=BufferConfig.max_records_of(2))
+    clicks.pipe_input("a", "x", timestamp=1)
+    clicks.pipe_input("b", "x", timestamp=1)
+    with pytest.raises(ProcessingError, match="suppression buffer .* is full"):
+        clicks.pipe_input("c", "x", timestamp=1)
+
+
+def test_suppress_needs_a_windowed_table_and_a_strict_buffer():
+    b = StreamsBuilder()
+    with pytest.raises(TopologyError, match="windowed"):
+        b.stream("in").group_by_key().count().suppress(Suppressed.until_window_closes())
+    with pytest.raises(ValueError, match="shuts down when full"):
+        Suppressed.until_window_closes(BufferConfig.max_records_of(5).emit_early_when_full())

@@ -3,10 +3,13 @@ one final result per window (Kafka Streams' ``KTableSuppressProcessor`` with
 ``Suppressed.untilWindowCloses``).
 
 The buffer is a store of the task, so it is state like any other: committed with the task and
-exactly-once through a crash on Spark. A change is held under its window's end; once stream time
-reaches the end plus the windows' grace period the window is closed, no later record can change
-it, and its latest value is forwarded as ``Change(final, value before the first held change)``
-with the timestamp of its latest change.
+exactly-once through a crash on Spark. A change is held under its window's end. Closed windows
+are forwarded when the task commits, after the record caches upstream have forwarded everything
+they held: a window whose end plus the windows' grace period is at most the task's stream time
+then can never change again (the aggregation drops later records for it as late), so its latest
+value is final and forwarded once, as ``Change(final, value before the first held change)`` with
+the timestamp of its latest change. (Evicting while a cache upstream is still flushing could
+forward a window before its last change arrives: caches reorder changes in time.)
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class SuppressUntilWindowCloses(Processor):
         self._seq = len(self._heap)
         self._bytes = (sum(len(pickle.dumps(v)) for _, v in self.store.items())
                        if self.buffer.max_bytes is not None else 0)
+        context.register_flush(self._emit_closed)
 
     def process(self, record: Record) -> None:
         change: Change[Any] = record.value
@@ -104,12 +108,13 @@ class SuppressUntilWindowCloses(Processor):
             self._seq += 1
         if self.buffer.max_bytes is not None:
             self._bytes += len(pickle.dumps(entry))
-        self._emit_closed()
         self._check_full(record)
 
-    def _emit_closed(self) -> None:
+    def _emit_closed(self) -> bool:
+        """At a commit: forward the final result of every closed window; True if any."""
         close_time = self.context.stream_time - self.grace
         heap = self._heap
+        forwarded = False
         while heap and heap[0][0] <= close_time:
             _, _, key = heapq.heappop(heap)
             entry = self.store.get(key)
@@ -122,6 +127,8 @@ class SuppressUntilWindowCloses(Processor):
             if new is None and old is None:
                 continue
             self.forward(Record(key, Change(new, old), ts, headers))
+            forwarded = True
+        return forwarded
 
     def _check_full(self, record: Record) -> None:
         limit_records, limit_bytes = self.buffer.max_records, self.buffer.max_bytes

@@ -34,7 +34,7 @@ from streamtable.errors import (
     TopologyError,
 )
 from streamtable.processors.api import Change, Processor, Record
-from streamtable.processors.suppress import BufferConfig, Suppressed
+from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
 from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
 from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from streamtable.topology import Topology
@@ -60,6 +60,7 @@ __all__ = [
     "TestInputTopic",
     "TestOutputTopic",
     "BufferConfig",
+    "EmitStrategy",
     "SessionWindows",
     "Suppressed",
     "TimeWindows",

@@ -97,3 +97,20 @@ def test_batches_give_one_final_result_per_window_as_record_by_record(seed):
     assert len({k for k, _ in batched}) == len(batched)  # once per window
     assert sorted(batched) == sorted(record_mode)
     assert len(batched) > 10
+
+
+def test_emit_strategy_on_window_close_forwards_final_results_only():
+    from streamtable import EmitStrategy
+
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key()
+     .windowed_by(TimeWindows.of(10).with_grace(5))
+     .emit_strategy(EmitStrategy.on_window_close())
+     .count("counts")
+     .to_stream(lambda w, v: f"{w.key}@{w.start}").to("final"))
+    driver = TopologyTestDriver(b.build())
+    clicks = driver.create_input_topic("clicks")
+    for ts in (1, 3, 12, 30):
+        clicks.pipe_input("a", "x", timestamp=ts)
+    assert driver.create_output_topic("final").read_key_values() == [("a@0", 2), ("a@10", 1)]
+    assert len(driver.get_key_value_store("counts")) == 3  # intermediate results stay queryable

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, overload
 from streamtable.dsl.materialized import Materialized
 from streamtable.processors import aggregate as agg
 from streamtable.processors.stateless import DropNullKeys
+from streamtable.processors.suppress import EmitStrategy, Suppressed
 from streamtable.processors.window import (
     SessionWindowedAggregate,
     SessionWindows,
@@ -128,9 +129,21 @@ class KGroupedStream:
 class TimeWindowedKStream:
     """A grouped stream with time windows: ``count``, ``reduce``, ``aggregate`` per window."""
 
-    def __init__(self, grouped: KGroupedStream, windows: TimeWindows) -> None:
+    def __init__(self, grouped: KGroupedStream, windows: TimeWindows,
+                 emit: EmitStrategy | None = None) -> None:
         self._grouped = grouped
         self._windows = windows
+        self._emit = emit or EmitStrategy.on_window_update()
+
+    def emit_strategy(self, strategy: EmitStrategy) -> TimeWindowedKStream:
+        """``EmitStrategy.on_window_close()``: forward one final result per window.
+
+        >>> from streamtable import EmitStrategy, StreamsBuilder, TimeWindows
+        >>> final = (StreamsBuilder().stream("clicks").group_by_key()
+        ...     .windowed_by(TimeWindows.of(60_000)).emit_strategy(EmitStrategy.on_window_close())
+        ...     .count("clicks-per-minute"))
+        """
+        return TimeWindowedKStream(self._grouped, self._windows, strategy)
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
@@ -154,16 +167,28 @@ class TimeWindowedKStream:
             lambda s, _: WindowedAggregate(s, windows, initializer, aggregator), named,
         )
         table._grace = windows.grace
-        return table
+        return table.suppress(Suppressed.until_window_closes()) if self._emit.final else table
 
 
 class SessionWindowedKStream:
     """A grouped stream with session windows: ``count``, ``reduce``, ``aggregate`` per session
     (a table keyed by :class:`~streamtable.processors.window.Windowed` session keys)."""
 
-    def __init__(self, grouped: KGroupedStream, windows: SessionWindows) -> None:
+    def __init__(self, grouped: KGroupedStream, windows: SessionWindows,
+                 emit: EmitStrategy | None = None) -> None:
         self._grouped = grouped
         self._windows = windows
+        self._emit = emit or EmitStrategy.on_window_update()
+
+    def emit_strategy(self, strategy: EmitStrategy) -> SessionWindowedKStream:
+        """``EmitStrategy.on_window_close()``: forward one final result per window.
+
+        >>> from streamtable import EmitStrategy, StreamsBuilder, TimeWindows
+        >>> final = (StreamsBuilder().stream("clicks").group_by_key()
+        ...     .windowed_by(TimeWindows.of(60_000)).emit_strategy(EmitStrategy.on_window_close())
+        ...     .count("clicks-per-minute"))
+        """
+        return SessionWindowedKStream(self._grouped, self._windows, strategy)
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
@@ -198,7 +223,7 @@ class SessionWindowedKStream:
             named,
         )
         table._grace = windows.grace
-        return table
+        return table.suppress(Suppressed.until_window_closes()) if self._emit.final else table
 
 
 def _sum_merger(key: Any, a: int, b: int) -> int:

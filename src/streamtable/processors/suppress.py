@@ -75,6 +75,27 @@ class Suppressed:
         return cls(buffer)
 
 
+@dataclass(frozen=True)
+class EmitStrategy:
+    """When a windowed aggregation forwards its results (Kafka Streams' KIP-825):
+    ``on_window_update()`` (the default: every change) or ``on_window_close()`` (one final
+    result per window, like ``suppress(Suppressed.until_window_closes())``).
+
+    >>> EmitStrategy.on_window_close()
+    EmitStrategy(final=True)
+    """
+
+    final: bool = False
+
+    @classmethod
+    def on_window_close(cls) -> EmitStrategy:
+        return cls(True)
+
+    @classmethod
+    def on_window_update(cls) -> EmitStrategy:
+        return cls(False)
+
+
 class SuppressUntilWindowCloses(Processor):
     """The suppression processor of a windowed table (its keys are ``Windowed``)."""
 

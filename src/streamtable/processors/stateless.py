@@ -44,7 +44,9 @@ class StreamSelectKey(Processor):
         self.selector = selector
 
     def process(self, record: Record) -> None:
-        self.forward(record.with_key(self.selector(record.key, record.value)))
+        value = record.value
+        self.forward(Record(self.selector(record.key, value), value, record.timestamp,
+                            record.headers))
 
 
 class StreamFlatMap(Processor):
@@ -63,8 +65,9 @@ class StreamFlatMapValues(Processor):
         self.mapper = mapper
 
     def process(self, record: Record) -> None:
-        for v in self.mapper(record.key, record.value):
-            self.forward(record.with_value(v))
+        key, ts, headers, forward = record.key, record.timestamp, record.headers, self.forward
+        for v in self.mapper(key, record.value):
+            forward(Record(key, v, ts, headers))
 
 
 class StreamPeek(Processor):

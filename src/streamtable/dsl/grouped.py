@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from streamtable.dsl.materialized import Materialized
 from streamtable.processors import aggregate as agg
@@ -17,7 +17,11 @@ from streamtable.processors.window import (
 )
 from streamtable.serde import Serde
 
+W = TypeVar("W", TimeWindows, SessionWindows)
+
 if TYPE_CHECKING:
+    from typing import Self
+
     from streamtable.dsl.stream import KStream
     from streamtable.dsl.table import KTable
 
@@ -126,16 +130,17 @@ class KGroupedStream:
         )
 
 
-class TimeWindowedKStream:
-    """A grouped stream with time windows: ``count``, ``reduce``, ``aggregate`` per window."""
+class _WindowedKStream(Generic[W]):
+    """What time- and session-windowed streams share: their grouped stream, windows and emit
+    strategy, and how an aggregation's table is finished."""
 
-    def __init__(self, grouped: KGroupedStream, windows: TimeWindows,
+    def __init__(self, grouped: KGroupedStream, windows: W,
                  emit: EmitStrategy | None = None) -> None:
         self._grouped = grouped
-        self._windows = windows
+        self._windows: W = windows
         self._emit = emit or EmitStrategy.on_window_update()
 
-    def emit_strategy(self, strategy: EmitStrategy) -> TimeWindowedKStream:
+    def emit_strategy(self, strategy: EmitStrategy) -> Self:
         """``EmitStrategy.on_window_close()``: forward one final result per window.
 
         >>> from streamtable import EmitStrategy, StreamsBuilder, TimeWindows
@@ -143,7 +148,17 @@ class TimeWindowedKStream:
         ...     .windowed_by(TimeWindows.of(60_000)).emit_strategy(EmitStrategy.on_window_close())
         ...     .count("clicks-per-minute"))
         """
-        return TimeWindowedKStream(self._grouped, self._windows, strategy)
+        return type(self)(self._grouped, self._windows, strategy)
+
+    def _windowed(self, materialized: Materialized | str | None, prefix: str,
+                  make: Callable[[str], Any], named: str | None, grace: int) -> KTable:
+        table = self._grouped._aggregate(materialized, prefix, lambda s, _: make(s), named)
+        table._grace = grace
+        return table.suppress(Suppressed.until_window_closes()) if self._emit.final else table
+
+
+class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
+    """A grouped stream with time windows: ``count``, ``reduce``, ``aggregate`` per window."""
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
@@ -162,33 +177,16 @@ class TimeWindowedKStream:
                   materialized: Materialized | str | None = None, *,
                   named: str | None = None) -> KTable:
         windows = self._windows
-        table = self._grouped._aggregate(
+        return self._windowed(
             materialized, "KSTREAM-WINDOWED-AGGREGATE",
-            lambda s, _: WindowedAggregate(s, windows, initializer, aggregator), named,
+            lambda s: WindowedAggregate(s, windows, initializer, aggregator), named,
+            windows.grace,
         )
-        table._grace = windows.grace
-        return table.suppress(Suppressed.until_window_closes()) if self._emit.final else table
 
 
-class SessionWindowedKStream:
+class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
     """A grouped stream with session windows: ``count``, ``reduce``, ``aggregate`` per session
     (a table keyed by :class:`~streamtable.processors.window.Windowed` session keys)."""
-
-    def __init__(self, grouped: KGroupedStream, windows: SessionWindows,
-                 emit: EmitStrategy | None = None) -> None:
-        self._grouped = grouped
-        self._windows = windows
-        self._emit = emit or EmitStrategy.on_window_update()
-
-    def emit_strategy(self, strategy: EmitStrategy) -> SessionWindowedKStream:
-        """``EmitStrategy.on_window_close()``: forward one final result per window.
-
-        >>> from streamtable import EmitStrategy, StreamsBuilder, TimeWindows
-        >>> final = (StreamsBuilder().stream("clicks").group_by_key()
-        ...     .windowed_by(TimeWindows.of(60_000)).emit_strategy(EmitStrategy.on_window_close())
-        ...     .count("clicks-per-minute"))
-        """
-        return SessionWindowedKStream(self._grouped, self._windows, strategy)
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
@@ -217,13 +215,11 @@ class SessionWindowedKStream:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per session;
         ``merger(key, aggregate1, aggregate2)`` combines sessions a record joins together."""
         windows = self._windows
-        table = self._grouped._aggregate(
+        return self._windowed(
             materialized, "KSTREAM-SESSION-WINDOWED-AGGREGATE",
-            lambda s, _: SessionWindowedAggregate(s, windows, initializer, aggregator, merger),
-            named,
+            lambda s: SessionWindowedAggregate(s, windows, initializer, aggregator, merger),
+            named, windows.grace,
         )
-        table._grace = windows.grace
-        return table.suppress(Suppressed.until_window_closes()) if self._emit.final else table
 
 
 def _sum_merger(key: Any, a: int, b: int) -> int:

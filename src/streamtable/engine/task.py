@@ -115,8 +115,12 @@ class Task:
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         fw = ChangeForwarder(processor, self.caching_enabled(store_name), self.cache_max_entries,
                              self)
-        self._flushes.append(fw.flush)
+        self.register_flush(fw.flush)
         return fw
+
+    def register_flush(self, flush: Callable[[], bool]) -> None:
+        """Call ``flush()`` at every commit, in registration order, until none forwards."""
+        self._flushes.append(flush)
 
     # -- processing ------------------------------------------------------------------------
     def process(self, raw: RawRecord) -> None:
@@ -125,26 +129,22 @@ class Task:
         self.current_raw = raw
         try:
             source.process_raw(raw)
-        except DeserializationError as e:
-            self._handle_failure(raw, e, self._deser_handler)
-        except RecordError as e:
-            self._handle_failure(raw, self._locate(e, raw), self._proc_handler)
-        except Exception as e:  # a user function raised
-            self._handle_failure(raw, _user_error(e, raw), self._proc_handler)
+        except Exception as e:
+            self.handle_failure(raw, e)
 
-    def handle_flush_failure(self, raw: RawRecord | None, error: Exception) -> None:
-        """A change held by a record cache failed downstream when it was forwarded (at a
-        commit, or evicted): the input record that caused it is the one to name, skip or send
-        to the dead-letter topic."""
+    def handle_failure(self, raw: RawRecord | None, error: Exception) -> None:
+        """``error`` raised for input record ``raw``: while it was processed, or later when a
+        change it caused was forwarded from a record cache (at a commit, or evicted). The record
+        is the one to name, skip or send to the dead-letter topic, as the handler says."""
         if isinstance(error, RecordError):
             located = error if raw is None else self._locate(error, raw)
-        else:
+        else:  # a user function raised
             located = _user_error(error, raw)
         if raw is None:
             raise located
         handler = (self._deser_handler if isinstance(located, DeserializationError)
                    else self._proc_handler)
-        self._handle_failure(raw, located, handler)
+        self._apply_handler(raw, located, handler)
 
     def _locate(self, e: RecordError, raw: RawRecord) -> RecordError:
         if e.topic is None:
@@ -156,7 +156,7 @@ class Task:
             return located
         return e
 
-    def _handle_failure(self, raw: RawRecord, error: RecordError, handler: str) -> None:
+    def _apply_handler(self, raw: RawRecord, error: RecordError, handler: str) -> None:
         dlq = self.config.dead_letter_topic
         if dlq:
             headers = tuple(raw.headers) + (
@@ -249,7 +249,7 @@ class TaskContext:
         return self._task.caching_enabled(store_name)
 
     def register_flush(self, flush: Callable[[], bool]) -> None:
-        self._task._flushes.append(flush)
+        self._task.register_flush(flush)
 
     def wiring(self, node: str) -> NodeWiring:
         return self._task.wiring.node(node)

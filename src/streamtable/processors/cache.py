@@ -23,7 +23,7 @@ class FlushHost(Protocol):
 
     current_raw: RawRecord | None
 
-    def handle_flush_failure(self, raw: RawRecord | None, error: Exception) -> None: ...
+    def handle_failure(self, raw: RawRecord | None, error: Exception) -> None: ...
 
 
 class ChangeForwarder:
@@ -75,7 +75,7 @@ class ChangeForwarder:
         try:
             self._processor.forward(Record(key, Change(new, old), ts, headers))
         except Exception as e:
-            host.handle_flush_failure(cause, e)
+            host.handle_failure(cause, e)
         finally:
             host.current_raw = processing
 

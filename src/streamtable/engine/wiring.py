@@ -119,9 +119,12 @@ def upstream_of(topology: Topology) -> dict[int, list[int]]:
     return upstream
 
 
-def stage_order(topology: Topology) -> list[int]:
-    """Sub-topology ids, each after those writing the repartition topics it reads."""
-    upstream = upstream_of(topology)
+def stage_order(topology: Topology,
+                upstream: Mapping[int, list[int]] | None = None) -> list[int]:
+    """Sub-topology ids, each after those writing the repartition topics it reads
+    (``upstream``: :func:`upstream_of`, when the caller has it already)."""
+    if upstream is None:
+        upstream = upstream_of(topology)
     order: list[int] = []
     done: set[int] = set()
     pending = [st.id for st in topology.subtopologies]

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.config import StreamsConfig
-from streamtable.engine.wiring import upstream_of, wire
+from streamtable.engine.wiring import stage_order, upstream_of
 from streamtable.errors import TopologyError
 from streamtable.topology.graph import Topology
 
@@ -47,11 +46,10 @@ def plan_query(topology: Topology, application_id: str,
     topics the largest task count upstream. ``dead_letters``: any stage may write
     to a dead-letter topic."""
     real = {t: topology.internal_topic_name(application_id, t) for t in topology.topics}
-    wiring = wire(topology, StreamsConfig({"application.id": application_id}))
     upstream = upstream_of(topology)
     partitions: dict[int, int] = {}
     stages: list[StagePlan] = []
-    for sid in wiring.stage_order:
+    for sid in stage_order(topology, upstream):
         st = topology.subtopologies[sid]
         external = [t for t in st.source_topics if not topology.topics[t].internal]
         internal = [t for t in st.source_topics if topology.topics[t].internal]
@@ -83,7 +81,7 @@ def plan_query(topology: Topology, application_id: str,
     return QueryPlan(
         topic_partitions=topic_partitions,
         stages=stages,
-        internal_topics=set(wiring.internal_topics),
+        internal_topics={real[t] for t, spec in topology.topics.items() if spec.internal},
         source_topics=topology.source_topics,
         sink_topics=topology.sink_topics,
     )

@@ -159,11 +159,15 @@ class StageRunner:
         if not received:
             return  # nothing for this task in this batch: its state stays as it is
         table = pa.Table.from_batches(received)
+        task_id = table.column("_route")[0].as_py()
+        yield self.run(task_id, self._task_rows(table, task_id))
+
+    def _task_rows(self, table: pa.Table, task_id: int) -> pa.Table:
+        """``table`` without its ``_route`` column, after checking every row is ``task_id``'s."""
         routes = table.column("_route")
-        task_id = routes[0].as_py()
         if pa.compute.min(routes).as_py() != task_id or pa.compute.max(routes).as_py() != task_id:
             raise RuntimeError(f"stage {self.subtopology}: a Spark partition holds several tasks")
-        yield self.run(task_id, table.drop_columns(["_route"]).cast(_input_schema()))
+        return table.drop_columns(["_route"]).cast(_input_schema())
 
     def _call_streamed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """The records of one Kafka partition, already in offset order: processed as they
@@ -172,20 +176,13 @@ class StageRunner:
         if first is None:
             return
         task_id = first.column(first.schema.get_field_index("_route"))[0].as_py()
-        schema = _input_schema()
 
         def records() -> Iterator[RawRecord]:
             last: tuple[str, int, int] | None = None
             for batch in chain((first,), batches):
                 if not batch.num_rows:
                     continue
-                table = pa.Table.from_batches([batch])
-                routes = table.column("_route")
-                if (pa.compute.min(routes).as_py() != task_id
-                        or pa.compute.max(routes).as_py() != task_id):
-                    raise RuntimeError(
-                        f"stage {self.subtopology}: a Spark partition holds several tasks")
-                rows = table_records(table.drop_columns(["_route"]).cast(schema))
+                rows = table_records(self._task_rows(pa.Table.from_batches([batch]), task_id))
                 head, tail = rows[0], rows[-1]
                 if last is not None and ((head.topic, head.partition) != last[:2]
                                          or head.offset <= last[2]):

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,broker,dev,service]'
+	$(PY) -m pip install -q -e '.[spark,broker,dev,service,postgres]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from streamtable.engine.ports import StoreChange
-from streamtable.serving.codec import decode_key, decode_value, encode_key, encode_value
-from streamtable.state.stores import in_range, key_order, with_prefix
+from streamtable.serving.codec import encode_key, encode_value
+from streamtable.serving.view import StoreView, split_changes
 
 __all__ = ["SqliteServingStore", "StoreView", "encode_key", "encode_value"]
 
@@ -73,13 +72,7 @@ class SqliteServingStore:
             if row is not None and row[0] >= batch_id:
                 conn.execute("ROLLBACK")
                 return False
-            upserts = []
-            deletes = []
-            for store, key, value, task in changes:
-                if value is None:
-                    deletes.append((store, key))
-                else:
-                    upserts.append((store, key, value, task))
+            deletes, upserts = split_changes(changes)
             conn.executemany("DELETE FROM kv WHERE store = ? AND key = ?", deletes)
             conn.executemany(
                 "INSERT INTO kv (store, key, value, task) VALUES (?, ?, ?, ?) "
@@ -109,58 +102,22 @@ class SqliteServingStore:
         conn.execute("DELETE FROM kv")
         conn.execute("DELETE FROM applied")
 
+    # the reads of StoreRows, for StoreView
 
-class StoreView:
-    """Read-only queries of one store, like Kafka Streams' ``ReadOnlyKeyValueStore``:
-    ``get``, ``all``, ``range``, ``prefix_scan``, ``approximate_num_entries``."""
+    def read_value(self, store: str, key: bytes) -> bytes | None:
+        row = self._conn().execute(
+            "SELECT value FROM kv WHERE store = ? AND key = ?", (store, key)).fetchone()
+        return None if row is None else row[0]
 
-    def __init__(self, serving: SqliteServingStore, name: str) -> None:
-        self._serving = serving
-        self.name = name
+    def read_rows(self, store: str) -> list[tuple[bytes, bytes]]:
+        return self._conn().execute(
+            "SELECT key, value FROM kv WHERE store = ?", (store,)).fetchall()
 
-    def get(self, key: Any) -> Any:
-        row = self._serving._conn().execute(
-            "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, encode_key(key))
-        ).fetchone()
-        return None if row is None else decode_value(row[0])[0]
+    def read_task_keys(self, store: str, task: int) -> list[bytes]:
+        rows = self._conn().execute(
+            "SELECT key FROM kv WHERE store = ? AND task = ?", (store, task)).fetchall()
+        return [r[0] for r in rows]
 
-    def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
-        row = self._serving._conn().execute(
-            "SELECT value FROM kv WHERE store = ? AND key = ?", (self.name, encode_key(key))
-        ).fetchone()
-        return None if row is None else decode_value(row[0])
-
-    def _rows(self) -> list[tuple[Any, Any]]:
-        rows = self._serving._conn().execute(
-            "SELECT key, value FROM kv WHERE store = ?", (self.name,)
-        ).fetchall()
-        items = [(decode_key(k), decode_value(v)[0]) for k, v in rows]
-        items.sort(key=lambda kv: key_order(kv[0]))
-        return items
-
-    def all(self) -> Iterator[tuple[Any, Any]]:
-        return iter(self._rows())
-
-    def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
-        return in_range(self._rows(), from_key, to_key)
-
-    def prefix_scan(self, prefix: str | bytes) -> Iterator[tuple[Any, Any]]:
-        return with_prefix(self._rows(), prefix)
-
-    def keys_of_task(self, task: int) -> list[Any]:
-        """Keys held by one task (partition): how work such as emails is sharded."""
-        rows = self._serving._conn().execute(
-            "SELECT key FROM kv WHERE store = ? AND task = ?", (self.name, task)
-        ).fetchall()
-        return sorted((decode_key(r[0]) for r in rows), key=key_order)
-
-    def approximate_num_entries(self) -> int:
-        return int(self._serving._conn().execute(
-            "SELECT COUNT(*) FROM kv WHERE store = ?", (self.name,)
-        ).fetchone()[0])
-
-    def to_dict(self) -> dict[Any, Any]:
-        return dict(self._rows())
-
-    def __len__(self) -> int:
-        return self.approximate_num_entries()
+    def count_rows(self, store: str) -> int:
+        return int(self._conn().execute(
+            "SELECT COUNT(*) FROM kv WHERE store = ?", (store,)).fetchone()[0])

@@ -1,0 +1,119 @@
+"""What every serving store shares: the read-only view of one store over encoded rows, and how a
+batch's changes split into deletions and upserts.
+
+A serving store keeps one row per ``(store, key)``: the key and the ``(value, timestamp)`` pair in
+the encoding of :mod:`streamtable.serving.codec`, and the task (partition) that holds the key. It
+answers the four reads of :class:`StoreRows`; :class:`StoreView` decodes and orders them the way
+the in-memory stores do (``streamtable.state.stores``), whatever database holds the rows.
+
+>>> from streamtable.serving.codec import encode_key, encode_value
+>>> class Rows:
+...     rows = {encode_key(k): (encode_value((v, 10)), 0) for k, v in {"b": 2, "a": 1}.items()}
+...     def read_value(self, store, key): return self.rows.get(key, (None,))[0]
+...     def read_rows(self, store): return [(k, v) for k, (v, _) in self.rows.items()]
+...     def read_task_keys(self, store, task):
+...         return [k for k, (_, t) in self.rows.items() if t == task]
+...     def count_rows(self, store): return len(self.rows)
+>>> view = StoreView(Rows(), "counts")
+>>> list(view.all()), view.get_with_timestamp("b"), view.keys_of_task(0)
+([('a', 1), ('b', 2)], (2, 10), ['a', 'b'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+from streamtable.engine.ports import StoreChange
+from streamtable.serving.codec import decode_key, decode_value, encode_key
+from streamtable.state.stores import in_range, key_order, with_prefix
+
+__all__ = ["StoreRows", "StoreView", "split_changes"]
+
+
+class StoreRows(Protocol):
+    """The reads a serving store answers, in encoded form (keys and values as the codec's
+    bytes)."""
+
+    def read_value(self, store: str, key: bytes) -> bytes | None:
+        """The encoded ``(value, timestamp)`` of one encoded key, None when absent."""
+        ...
+
+    def read_rows(self, store: str) -> list[tuple[bytes, bytes]]:
+        """Every ``(encoded key, encoded (value, timestamp))`` of a store, in any order."""
+        ...
+
+    def read_task_keys(self, store: str, task: int) -> list[bytes]:
+        """The encoded keys one task holds, in any order."""
+        ...
+
+    def count_rows(self, store: str) -> int: ...
+
+
+def split_changes(
+    changes: Iterable[StoreChange],
+) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes, bytes, int]]]:
+    """A batch's changes as ``(store, key)`` deletions and ``(store, key, value, task)`` upserts,
+    each in the batch's order. A serving store applies the deletions first, then the upserts.
+
+    >>> split_changes([("s", b"k1", b"v", 0), ("s", b"k2", None, 1)])
+    ([('s', b'k2')], [('s', b'k1', b'v', 0)])
+    """
+    deletes: list[tuple[str, bytes]] = []
+    upserts: list[tuple[str, bytes, bytes, int]] = []
+    for store, key, value, task in changes:
+        if value is None:
+            deletes.append((store, key))
+        else:
+            upserts.append((store, key, value, task))
+    return deletes, upserts
+
+
+class StoreView:
+    """Read-only queries of one store, like Kafka Streams' ``ReadOnlyKeyValueStore``:
+    ``get``, ``all``, ``range``, ``prefix_scan``, ``approximate_num_entries``.
+
+    Iteration is in key order (``streamtable.state.stores.key_order``); each call reads what the
+    serving store holds at that moment (one query, so one batch's changes are seen whole or not at
+    all)."""
+
+    def __init__(self, serving: StoreRows, name: str) -> None:
+        self._serving = serving
+        self.name = name
+
+    def get(self, key: Any) -> Any:
+        found = self.get_with_timestamp(key)
+        return None if found is None else found[0]
+
+    def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
+        data = self._serving.read_value(self.name, encode_key(key))
+        return None if data is None else decode_value(data)
+
+    def _rows(self) -> list[tuple[Any, Any]]:
+        items = [(decode_key(k), decode_value(v)[0])
+                 for k, v in self._serving.read_rows(self.name)]
+        items.sort(key=lambda kv: key_order(kv[0]))
+        return items
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        return iter(self._rows())
+
+    def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
+        return in_range(self._rows(), from_key, to_key)
+
+    def prefix_scan(self, prefix: str | bytes) -> Iterator[tuple[Any, Any]]:
+        return with_prefix(self._rows(), prefix)
+
+    def keys_of_task(self, task: int) -> list[Any]:
+        """Keys held by one task (partition): how work such as emails is sharded."""
+        keys = self._serving.read_task_keys(self.name, task)
+        return sorted((decode_key(k) for k in keys), key=key_order)
+
+    def approximate_num_entries(self) -> int:
+        return self._serving.count_rows(self.name)
+
+    def to_dict(self) -> dict[Any, Any]:
+        return dict(self._rows())
+
+    def __len__(self) -> int:
+        return self.approximate_num_entries()

@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "state.dir": ".streamtable",
     # the cap of one micro-batch (Spark runtime): large batches when behind, small when caught up
     "max.records.per.batch": 500_000,
+    "serving.url": None,  # the serving store: postgresql://... or a SQLite file (None: state.dir)
 }
 
 # Kafka Streams sizes its cache in bytes; we hold Python objects, so bytes become entries at

@@ -1,4 +1,4 @@
-"""Command line: ``streamtable run | describe | reset | query | broker``.
+"""Command line: ``streamtable run | describe | reset | query | serve | broker``.
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
 ``config`` dict of settings (Kafka Streams keys: ``application.id``, ``bootstrap.servers``...).
@@ -6,7 +6,12 @@ An application file defines ``build_topology()`` (or a ``topology`` object) and 
     streamtable broker --port 9092                  # a development broker on localhost
     streamtable run app.py --bootstrap-servers localhost:9092
     streamtable query app.py us-share-holders client1
+    streamtable serve app.py --http-port 8080       # HTTP queries, without running the app
     streamtable reset app.py                        # reprocess from the beginning next run
+
+The queryable stores are served from SQLite in the state directory, or from where the setting
+``serving.url`` (``--serving-url``) says: a ``postgresql://`` URL lets several ``serve`` processes
+answer from one database while the application restarts or moves.
 """
 
 from __future__ import annotations
@@ -21,10 +26,16 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from streamtable.config import StreamsConfig
 from streamtable.topology.graph import Topology
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from streamtable.engine.ports import ServingStore
+    from streamtable.serving.view import StoreView
 
 log = logging.getLogger("streamtable")
 
@@ -68,25 +79,48 @@ def app_config(module: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"streamtable: --config expects key=value, got {item!r}")
         config[key.strip()] = value.strip()
     for opt, key in (("bootstrap_servers", "bootstrap.servers"),
-                     ("application_id", "application.id"), ("state_dir", "state.dir")):
+                     ("application_id", "application.id"), ("state_dir", "state.dir"),
+                     ("serving_url", "serving.url")):
         value = getattr(args, opt, None)
         if value:
             config[key] = value
     return config
 
 
+def _settings(module: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`app_config` with the application id defaulting to the file name."""
+    config = app_config(module, args)
+    config.setdefault("application.id", Path(args.app).stem.replace("_", "-"))
+    return config
+
+
+def open_serving(config: StreamsConfig) -> ServingStore:
+    """The application's serving store: where ``serving.url`` says (a ``postgresql://`` URL or
+    a SQLite file), else SQLite in the state directory, where the Spark runtime keeps it."""
+    from streamtable.serving import serving_store
+
+    location = (config.get("serving.url")
+                or Path(config["state.dir"]) / config.application_id / "serving.db")
+    return serving_store(location, config.application_id)
+
+
+def _queryable(topology: Topology) -> list[str]:
+    return sorted(name for name, spec in topology.stores.items() if spec.queryable)
+
+
 def _streams_app(args: argparse.Namespace) -> Any:
     from streamtable.runtime.spark import StreamsApp
 
     module = load_app(args.app)
-    config = app_config(module, args)
-    config.setdefault("application.id", Path(args.app).stem.replace("_", "-"))
+    config = _settings(module, args)
+    serving = open_serving(StreamsConfig(config)) if config.get("serving.url") else None
     return StreamsApp(app_topology(module), config=config, master=getattr(args, "master", None),
-                      development_broker=getattr(args, "development_broker", False))
+                      development_broker=getattr(args, "development_broker", False),
+                      serving=serving)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    app = _streams_app(args)
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (Ctrl-C)."""
     stop = threading.Event()
 
     def _stop(*_: object) -> None:
@@ -94,6 +128,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    return stop
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    app = _streams_app(args)
+    stop = _stop_on_signals()
     if args.until_caught_up:
         app.run_until_caught_up()
         log.info("caught up; stopped")
@@ -118,21 +158,27 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
-    settings = app_config(load_app(args.app), args)
-    settings.setdefault("application.id", Path(args.app).stem.replace("_", "-"))
-    config = StreamsConfig(settings)
+    config = StreamsConfig(_settings(load_app(args.app), args))
     target = Path(config["state.dir"]) / config.application_id
     if target.exists():
         shutil.rmtree(target)
         log.info("removed %s: the next run reprocesses the input topics from the start", target)
     else:
         log.info("nothing to reset at %s", target)
+    if config.get("serving.url"):
+        # batch ids start again from 0: a serving store elsewhere must forget the old ones
+        open_serving(config).reset()
+        log.info("emptied the serving store of %s (serving.url)", config.application_id)
     return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    app = _streams_app(args)
-    view = app.store(args.store)
+    module = load_app(args.app)
+    names = _queryable(app_topology(module))
+    if args.store not in names:
+        raise SystemExit(f"streamtable: no queryable store {args.store!r}; "
+                         f"queryable stores: {names}")
+    view = open_serving(StreamsConfig(_settings(module, args))).view(args.store)
     if args.key is not None:
         key: Any = args.key
         try:
@@ -143,6 +189,30 @@ def cmd_query(args: argparse.Namespace) -> int:
     else:
         for k, v in view.all():
             print(json.dumps([k, v], default=_jsonable))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Answer interactive queries over HTTP from the serving store, without running the
+    application: such processes hold no state, any number can share one serving store."""
+    from streamtable.serving.http import QueryServer, create_query_api
+
+    module = load_app(args.app)
+    names = _queryable(app_topology(module))
+    config = StreamsConfig(_settings(module, args))
+    serving = open_serving(config)
+    # the views are StoreViews; create_query_api's hint names that class
+    views = cast("Callable[[str], StoreView]", serving.view)
+    server = QueryServer(create_query_api(views, names), args.http_host, args.http_port).start()
+    log.info("interactive queries of %s at %s/stores, from its %s", config.application_id,
+             server.url, type(serving).__name__)
+    stop = _stop_on_signals()
+    stop.wait()
+    log.info("stopping the query server")
+    server.stop()
+    close = getattr(serving, "close", None)
+    if close is not None:
+        close()
     return 0
 
 
@@ -181,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--state-dir", help="state directory (default: .streamtable)")
         p.add_argument("--config", action="append", metavar="KEY=VALUE",
                        help="any setting, e.g. commit.interval.ms=500 (repeatable)")
+        p.add_argument("--serving-url", metavar="URL",
+                       help="the serving store of the queryable stores (config key serving.url):"
+                            " postgresql://user:password@host:5432/db (several applications and "
+                            "query processes can share one database) or a SQLite file; default: "
+                            "SQLite in the state directory")
 
     p = sub.add_parser("run", help="run an application on Spark until Ctrl-C")
     app_options(p)
@@ -200,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("store", help="store name")
     p.add_argument("key", nargs="?", help="a key (JSON or plain text); all entries if omitted")
     p.set_defaults(func=cmd_query)
+    p = sub.add_parser("serve", help="answer interactive queries over HTTP from the serving store"
+                                     " (serving.url) until Ctrl-C, without running the application")
+    app_options(p)
+    p.add_argument("--http-port", type=int, default=8080, help="port of the query server")
+    p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
+    p.set_defaults(func=cmd_serve)
     p = sub.add_parser("broker", help="run the embedded development broker")
     p.add_argument("--port", type=int, default=9092)
     p.add_argument("--host", default="127.0.0.1")

@@ -344,3 +344,75 @@ def test_without_psycopg_the_error_names_the_extra(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "psycopg", None)  # what an environment without it sees
     with pytest.raises(ImportError, match=r"streamtable\[postgres\]"):
         PostgresServingStore("postgresql://localhost/none", "app")
+
+
+# the command line: query processes that hold no state, answering from one PostgreSQL
+
+WORD_COUNT = Path(__file__).resolve().parents[2] / "examples" / "word_count" / "app.py"
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streamtable.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_query_and_serve_processes_answer_from_one_postgresql(
+        postgres_url: str, app: str, tmp_path: Path) -> None:
+    import httpx
+
+    from streamtable.kafka.broker import free_port
+
+    options = ["--application-id", app, "--serving-url", postgres_url,
+               "--state-dir", str(tmp_path / "state")]
+    with PostgresServingStore(postgres_url, app) as writer:   # as the streams application does
+        assert writer.apply(0, [put("counts-store", "kafka", 3), put("counts-store", "streams", 1)])
+        query = _cli("query", str(WORD_COUNT), "counts-store", "kafka", *options, cwd=tmp_path)
+        assert (query.returncode, query.stdout.strip()) == (0, "3"), query.stderr
+        wrong = _cli("query", str(WORD_COUNT), "nope", *options, cwd=tmp_path)
+        assert wrong.returncode != 0 and "queryable stores: ['counts-store']" in wrong.stderr
+
+        ports = [free_port(), free_port()]
+        servers = [subprocess.Popen(
+            [sys.executable, "-m", "streamtable.cli", "serve", str(WORD_COUNT), *options,
+             "--http-port", str(port)], cwd=tmp_path, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True) for port in ports]
+        try:
+            clients = [httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
+                       for port in ports]
+            for client, server in zip(clients, servers, strict=True):
+                _wait_until_serving(client, server)
+                assert client.get("/stores").json() == ["counts-store"]
+                assert client.get("/stores/counts-store/keys/kafka").json()["value"] == 3
+            assert writer.apply(1, [put("counts-store", "kafka", 4),
+                                    delete("counts-store", "streams")])
+            for client in clients:
+                assert client.get("/stores/counts-store").json() == [
+                    {"key": "kafka", "value": 4}]
+                assert client.get("/stores/counts-store/keys/streams").status_code == 404
+                client.close()
+        finally:
+            for server in servers:
+                server.terminate()
+            outputs = [server.communicate(timeout=30)[0] for server in servers]
+        assert [s.returncode for s in servers] == [0, 0], outputs
+
+        reset = _cli("reset", str(WORD_COUNT), *options, cwd=tmp_path)
+        assert reset.returncode == 0, reset.stderr
+        assert writer.last_batch() == -1 and writer.stores() == []
+
+
+def _wait_until_serving(client: Any, server: subprocess.Popen[str]) -> None:
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.get("/stores")
+            return
+        except httpx.TransportError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the query server did not start: "
+                                     f"{server.communicate(timeout=5)[0]}") from None
+            time.sleep(0.1)

@@ -231,9 +231,11 @@ def test_done_marker_skips_the_batch_without_reading_kafka(
     skipped = produce_rows("127.0.0.1:1", rows, 0, "app", commit_dir=tmp_path)
     assert skipped.already_done and skipped.produced == 0 and skipped.skipped == 0
     assert [m.value() for m in read_topic(topic)[0]] == [b"x0", b"x1", b"x2"]
-    # a new batch id produces again, and old markers are pruned
-    produce_rows(bootstrap, rows[:1], 1, "app", commit_dir=tmp_path, keep_markers=1)
-    assert sorted(p.name for p in (tmp_path / "app" / "0").iterdir()) == [f"{1:020d}.done"]
+    # a new batch id produces again, and old markers are pruned (every tenth batch)
+    produce_rows(bootstrap, rows[:1], 9, "app", commit_dir=tmp_path, keep_markers=1)
+    assert len(list((tmp_path / "app" / "0").iterdir())) == 2
+    produce_rows(bootstrap, rows[:1], 10, "app", commit_dir=tmp_path, keep_markers=1)
+    assert sorted(p.name for p in (tmp_path / "app" / "0").iterdir()) == [f"{10:020d}.done"]
 
 
 def test_writers_and_apps_are_kept_apart(bootstrap, new_topic, read_topic) -> None:

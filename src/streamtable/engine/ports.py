@@ -22,6 +22,10 @@ as one protocol; adding a backend means implementing one of them in one new file
 ``OutputWriter``
     Writes a batch's records for external topics exactly once per batch id. Kafka:
     ``kafka/output.py``.
+``DurableStorage``
+    Named byte objects every task of the application can reach, written atomically: where task
+    state and the sink's batch markers live. A directory: ``storage/local.py``; any
+    ``pyarrow.fs`` URL (S3, GCS, HDFS): ``storage/arrow.py``.
 ``RecordOrdering``
     The order a task processes one batch's records in. Kafka Streams' rules (each partition in
     offset order, partitions merged by timestamp, ...): ``engine/ordering.py``.
@@ -135,9 +139,35 @@ class ServingStore(Protocol):
 
 class OutputWriter(Protocol):
     """Writes a batch's records for external topics (dicts with topic, key, value, timestamp,
-    partition, headers), exactly once per batch id: a replayed batch writes nothing twice."""
+    partition, headers), exactly once per batch id: a replayed batch writes nothing twice.
 
-    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None: ...
+    A writer with a true ``distributed`` attribute is picklable and is called by each task
+    where it runs (``writer`` = the task), so nothing is gathered on the driver; any other is
+    called once per batch on the driver with all the batch's records."""
+
+    def write(self, batch_id: int, records: list[dict[str, Any]], writer: str = "0") -> None:
+        """``writer`` names one of several writers of the same batch (e.g. a task): each
+        replays its own records."""
+        ...
+
+
+class DurableStorage(Protocol):
+    """Byte objects under one location, named by ``/``-separated relative paths. ``write``
+    is atomic (a reader sees the whole old object or the whole new one) and durable when it
+    returns; ``list(directory)`` gives the names of the objects directly in it, sorted.
+    Implementations must be picklable: executors use them."""
+
+    location: str
+
+    def read(self, name: str) -> bytes: ...
+
+    def write(self, name: str, data: bytes) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def exists(self, name: str) -> bool: ...
+
+    def list(self, directory: str) -> list[str]: ...
 
 
 class RecordOrdering(Protocol):

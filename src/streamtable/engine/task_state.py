@@ -31,6 +31,7 @@ class TaskState:
     batches_since_snapshot: int = 0
     delta_entries_since_snapshot: int = 0
     location: str = ""  # where the persistence keeps this task's state
+    task: tuple[int, int] = (-1, -1)  # (sub-topology, task) when checked out
 
     def store(self, name: str) -> InMemoryKeyValueStore:
         s = self.stores.get(name)

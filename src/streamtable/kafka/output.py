@@ -1,5 +1,10 @@
 """The Kafka :class:`~streamtable.engine.ports.OutputWriter`: a batch's records produced to
-Kafka exactly once per batch id (see ``kafka/sink.py`` for the header and marker scheme)."""
+Kafka exactly once per batch id and writer (see ``kafka/sink.py`` for the header and marker
+scheme).
+
+It is ``distributed``: the Spark runtime ships it to the executors, and each task produces its
+own records there, as writer ``<sub-topology>-<task>``; the batch markers then live on the
+application's shared storage (``commit_dir``, a path or URL every executor can reach)."""
 
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ class KafkaOutput:
     >>> out.write(0, [{"topic": "counts", "key": b'"a"', "value": b"1", "timestamp": 0,
     ...                "partition": None, "headers": []}])                 # doctest: +SKIP
     """
+
+    distributed = True
 
     def __init__(self, bootstrap_servers: str, app_id: str, commit_dir: str,
                  producer_config: Mapping[str, Any] | None = None) -> None:
@@ -37,8 +44,9 @@ class KafkaOutput:
 
         threading.Thread(target=warm, name="streamtable-producer-warm-up", daemon=True).start()
 
-    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None:
+    def write(self, batch_id: int, records: list[dict[str, Any]], writer: str = "0") -> None:
         from streamtable.kafka.sink import produce_rows
 
         produce_rows(self.bootstrap_servers, records, batch_id, self.app_id,
-                     commit_dir=self.commit_dir, producer_config=self.producer_config)
+                     commit_dir=self.commit_dir, writer_id=writer,
+                     producer_config=self.producer_config)

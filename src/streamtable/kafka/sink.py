@@ -49,7 +49,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -193,45 +192,35 @@ def _safe_name(name: str) -> str:
 
 
 class _Markers:
-    """``<commit_dir>/<app>/<writer>/<batch>.{started,done}``, written atomically."""
+    """``<commit_dir>/<app>/<writer>/<batch>.{started,done}``, written atomically on the
+    commit directory's :class:`~streamtable.engine.ports.DurableStorage` (a local directory
+    or a URL every writer can reach)."""
 
     def __init__(self, commit_dir: str | os.PathLike[str], app_id: str, writer_id: str) -> None:
-        self.dir = Path(commit_dir) / _safe_name(app_id) / _safe_name(writer_id)
+        from streamtable.storage import storage_at
 
-    def path(self, batch_id: int, kind: str) -> Path:
-        return self.dir / f"{batch_id:020d}.{kind}"
+        self.storage = storage_at(os.fspath(commit_dir))
+        self.dir = f"{_safe_name(app_id)}/{_safe_name(writer_id)}"
+
+    def name(self, batch_id: int, kind: str) -> str:
+        return f"{self.dir}/{batch_id:020d}.{kind}"
 
     def exists(self, batch_id: int, kind: str) -> bool:
-        return self.path(batch_id, kind).is_file()
+        return self.storage.exists(self.name(batch_id, kind))
 
     def write(self, batch_id: int, kind: str, payload: Mapping[str, Any]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        target = self.path(batch_id, kind)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self.storage.write(self.name(batch_id, kind),
+                           json.dumps(payload, sort_keys=True).encode("utf-8"))
+
+    def delete(self, batch_id: int, kind: str) -> None:
+        self.storage.delete(self.name(batch_id, kind))
 
     def prune(self, below_batch: int) -> None:
         """Delete markers of batches ``< below_batch``."""
-        try:
-            entries = list(self.dir.iterdir())
-        except FileNotFoundError:
-            return
-        for entry in entries:
-            stem = entry.name.split(".", 1)[0]
+        for entry in self.storage.list(self.dir):
+            stem = entry.split(".", 1)[0]
             if stem.isdigit() and int(stem) < below_batch:
-                try:
-                    entry.unlink()
-                except FileNotFoundError:
-                    pass
+                self.storage.delete(f"{self.dir}/{entry}")
 
 
 # ------------------------------------------------------------------------------ tail scan
@@ -449,7 +438,7 @@ def produce_rows(
     concurrent writers of the same batch (e.g. one per Spark partition); each must replay its
     own rows. ``producer_config`` overrides librdkafka producer settings, ``client_config``
     applies to every client (security settings, ...). Markers of the last ``keep_markers``
-    batches are kept (``0`` keeps all).
+    batches are kept (pruned every tenth batch) (``0`` keeps all).
 
     >>> produce_rows("127.0.0.1:9092", [SinkRecord("out", b"k", b"v")], 0, "app")  # doctest: +SKIP
     ProduceResult(batch_id=0, produced=1, skipped=0, ...)
@@ -624,11 +613,8 @@ def produce_rows(
                 "partitions": {f"{t}/{p}": c for (t, p), c in sorted(result.per_partition.items())},
             },
         )
-        try:
-            markers.path(batch_id, "started").unlink()
-        except FileNotFoundError:
-            pass
-        if keep_markers > 0:
+        markers.delete(batch_id, "started")
+        if keep_markers > 0 and batch_id % 10 == 0:
             markers.prune(batch_id - keep_markers + 1)
     logger.info(
         "sink: batch %d of %r/%r: produced %d, skipped %d",

@@ -1,111 +1,130 @@
-"""Exactly-once task state for the Spark runtime, in files (a
-:class:`~streamtable.engine.ports.TaskStatePersistence`).
+"""Exactly-once task state for the Spark runtime (a
+:class:`~streamtable.engine.ports.TaskStatePersistence`), on any
+:class:`~streamtable.engine.ports.DurableStorage`: a local directory on one machine, a shared
+mount or an object store (``s3://``, ``gs://``, ``hdfs://``) on a cluster.
 
-Each task (sub-topology, partition) keeps its stores as a chain of files under the state root:
-``<root>/<subtopology>/<task>/<batch>.delta`` holds the keys a batch changed, and every few batches
-a ``<batch>.snap`` holds the whole state; older files are deleted (compaction). Processing batch
-``b`` always starts from the state after batch ``b - 1``: Spark replays an unfinished batch with
-the same input after a crash, so the replay recomputes and overwrites ``b``'s delta, and nothing is
-applied twice.
+Each task (sub-topology, partition) keeps its stores as a chain of objects under
+``<subtopology>/<task>/``: ``<batch>-<nonce>.delta`` holds the keys a batch changed, and now and
+then a ``<batch>-<nonce>.snap`` holds the whole state; files older than the previous snapshot
+are deleted. A snapshot is written when the deltas since the last one outweigh the state
+(counting each delta file as a fixed number of entries), so its cost is spread over the changes
+that made it due, and a large state with few changes is not rewritten every few batches.
 
-A Python worker keeps a working copy of the tasks it ran, tagged with the batch and the nonce of
-the last file it reflects. Another worker may have run the task since, so the copy is brought up
-to date from the newer deltas; if it is ahead of the wanted version or its last file was rewritten
-by a retried attempt, it is rebuilt from the latest snapshot.
+Processing batch ``b`` always starts from the state after batch ``b - 1``: Spark replays an
+unfinished batch with the same input after a crash, so the replay recomputes and replaces
+``b``'s file, and nothing is applied twice. The nonce in the name tells attempts apart: a Python
+worker keeps a working copy of the tasks it ran, tagged with the batch and nonce of the last
+file it reflects; another worker may have run the task since, so the copy is brought up to date
+from the newer deltas, and if it is ahead of the wanted version or its last file was replaced by
+another attempt, it is rebuilt from the latest snapshot. Two attempts of one batch (a zombie task
+and its retry) write the same content, so when both files exist either is right; loading picks
+one deterministically.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import secrets
 import threading
 from typing import Any
 
+from streamtable.engine.ports import DurableStorage
 from streamtable.engine.task_state import TaskState
+from streamtable.storage import storage_at
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_EVERY = 20  # batches between snapshots (bounded by size, see should_snapshot)
+# a delta file costs as much to list and read as this many entries of a snapshot
+ENTRIES_PER_FILE = 1000
+MIN_SNAPSHOT_ENTRIES = 10_000
 
 
-def _file_batch(name: str) -> int:
-    return int(name.split(".", 1)[0])
+class _File:
+    """One state file: ``<batch>-<nonce>.<kind>``."""
+
+    __slots__ = ("name", "batch", "nonce", "snapshot")
+
+    def __init__(self, name: str) -> None:
+        stem, _, kind = name.rpartition(".")
+        batch, _, nonce = stem.partition("-")
+        self.name = name
+        self.batch = int(batch)
+        self.nonce = nonce
+        self.snapshot = kind == "snap"
+
+
+def _chain(names: list[str]) -> list[_File]:
+    """One file per batch, in batch order: of several attempts' files, the snapshot, else the
+    greatest name."""
+    best: dict[int, _File] = {}
+    for name in names:
+        if not name.endswith((".delta", ".snap")):
+            continue
+        f = _File(name)
+        old = best.get(f.batch)
+        if old is None or (f.snapshot, f.name) > (old.snapshot, old.name):
+            best[f.batch] = f
+    return [best[b] for b in sorted(best)]
 
 
 class TaskStateStore:
-    """Durable, versioned state of one task under ``directory``."""
+    """Durable, versioned state of one task under ``directory`` of ``storage``."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, storage: DurableStorage, directory: str) -> None:
+        self.storage = storage
         self.directory = directory
-        os.makedirs(directory, exist_ok=True)
 
-    def _files(self) -> list[tuple[int, str]]:
-        out = []
-        for name in os.listdir(self.directory):
-            if name.endswith((".delta", ".snap")):
-                out.append((_file_batch(name), name))
-        out.sort()
-        return out
-
-    def _read_header(self, name: str) -> dict[str, Any]:
-        with open(os.path.join(self.directory, name), "rb") as f:
-            return pickle.load(f)
+    def _names(self) -> list[str]:
+        return self.storage.list(self.directory)
 
     def _read(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        with open(os.path.join(self.directory, name), "rb") as f:
-            header = pickle.load(f)
-            body = pickle.load(f)
+        header, body = pickle.loads(self.storage.read(f"{self.directory}/{name}"))
         return header, body
 
     def _write(self, name: str, header: dict[str, Any], body: dict[str, Any]) -> None:
-        path = os.path.join(self.directory, name)
-        tmp = f"{path}.tmp-{secrets.token_hex(4)}"
-        with open(tmp, "wb") as f:
-            pickle.dump(header, f, protocol=pickle.HIGHEST_PROTOCOL)
-            pickle.dump(body, f, protocol=pickle.HIGHEST_PROTOCOL)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        self.storage.write(f"{self.directory}/{name}",
+                           pickle.dumps((header, body), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _remove(self, name: str) -> None:
+        self.storage.delete(f"{self.directory}/{name}")
 
     # -- loading ---------------------------------------------------------------------------
     def load(self, cached: TaskState | None, version: int) -> TaskState:
         """The state after batch ``version``, reusing ``cached`` when it is a valid prefix."""
-        files = [(b, n) for b, n in self._files() if b <= version]
+        files = [f for f in _chain(self._names()) if f.batch <= version]
         if cached is not None and cached.version <= version and self._valid(cached, files):
-            for b, name in files:
-                if b > cached.version:
-                    self._apply(cached, name)
+            for f in files:
+                if f.batch > cached.version:
+                    self._apply(cached, f)
             cached.version = version
             return cached
         return self._rebuild(files, version)
 
-    def _valid(self, cached: TaskState, files: list[tuple[int, str]]) -> bool:
-        upto = [(b, n) for b, n in files if b <= cached.version]
+    @staticmethod
+    def _valid(cached: TaskState, files: list[_File]) -> bool:
+        upto = [f for f in files if f.batch <= cached.version]
         if not upto:
             return cached.nonce == ""
-        if cached.nonce == "":
-            return False
-        return self._read_header(upto[-1][1]).get("nonce") == cached.nonce
+        return upto[-1].nonce == cached.nonce
 
-    def _rebuild(self, files: list[tuple[int, str]], version: int) -> TaskState:
+    def _rebuild(self, files: list[_File], version: int) -> TaskState:
         state = TaskState()
         start = 0
         for i in range(len(files) - 1, -1, -1):
-            if files[i][1].endswith(".snap"):
+            if files[i].snapshot:
                 start = i
                 break
-        for _b, name in files[start:]:
-            self._apply(state, name)
+        for f in files[start:]:
+            self._apply(state, f)
         state.version = version
         log.debug("rebuilt task state %s at batch %d from %d files",
                   self.directory, version, len(files) - start)
         return state
 
-    def _apply(self, state: TaskState, name: str) -> None:
-        header, body = self._read(name)
-        if name.endswith(".snap"):
+    def _apply(self, state: TaskState, f: _File) -> None:
+        header, body = self._read(f.name)
+        if f.snapshot:
             state.stores = {}
             state.batches_since_snapshot = 0
             state.delta_entries_since_snapshot = 0
@@ -115,7 +134,7 @@ class TaskStateStore:
         for store_name, changes in body["stores"].items():
             state.store(store_name).restore(changes)
         state.stream_time = state.written_stream_time = header["stream_time"]
-        state.nonce = header["nonce"]
+        state.nonce = f.nonce
 
     # -- committing ------------------------------------------------------------------------
     def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]:
@@ -125,53 +144,54 @@ class TaskStateStore:
         state.batches_since_snapshot += 1
         state.delta_entries_since_snapshot += changed
         snapshot = self.should_snapshot(state)
-        delta_name, snap_name = f"{batch:012d}.delta", f"{batch:012d}.snap"
+        names = self._names()
+        # files of this batch from an earlier attempt, and of later batches (a run that went
+        # further before its checkpoint was reset): none of them may count any more
+        stale = [n for n in names if n.endswith((".delta", ".snap"))
+                 and _File(n).batch >= batch]
         if not snapshot and not changed and state.stream_time == state.written_stream_time:
-            # nothing to keep; a file an earlier attempt of this batch left must not count
-            self._remove(delta_name)
-            self._remove(snap_name)
+            for name in stale:
+                self._remove(name)
             state.version = batch
             return changes
         nonce = secrets.token_hex(8)
-        header = {"batch": batch, "nonce": nonce, "stream_time": state.stream_time}
+        header = {"batch": batch, "stream_time": state.stream_time}
         if snapshot:
-            full = {name: dict(s.items()) for name, s in state.stores.items()}
-            self._write(snap_name, header, {"stores": full})
-            self._remove(delta_name)
-            self._compact(batch)
+            name = f"{batch:012d}-{nonce}.snap"
+            full = {n: dict(s.items()) for n, s in state.stores.items()}
+            self._write(name, header, {"stores": full})
+        else:
+            name = f"{batch:012d}-{nonce}.delta"
+            self._write(name, header, {"stores": changes})
+        for old in stale:
+            self._remove(old)
+        if snapshot:
+            self._compact(names, batch)
             state.batches_since_snapshot = 0
             state.delta_entries_since_snapshot = 0
-        else:
-            self._write(delta_name, header, {"stores": changes})
-            self._remove(snap_name)
         state.version = batch
         state.nonce = nonce
         state.written_stream_time = state.stream_time
         return changes
 
-    def _remove(self, name: str) -> None:
-        try:
-            os.remove(os.path.join(self.directory, name))
-        except FileNotFoundError:
-            pass
-
     @staticmethod
     def should_snapshot(state: TaskState) -> bool:
-        if state.batches_since_snapshot >= SNAPSHOT_EVERY:
-            return True
-        # the deltas since the last snapshot outweigh the state: compact them
-        return state.delta_entries_since_snapshot > max(10_000, 2 * state.entries())
+        """When the deltas since the last snapshot (each file counted as
+        ``ENTRIES_PER_FILE`` entries) outweigh the state."""
+        weight = (state.delta_entries_since_snapshot
+                  + ENTRIES_PER_FILE * state.batches_since_snapshot)
+        return weight > max(MIN_SNAPSHOT_ENTRIES, state.entries())
 
-    def _compact(self, batch: int) -> None:
+    def _compact(self, names: list[str], batch: int) -> None:
         """Delete files older than the previous snapshot: a replay of ``batch`` needs the state
         after ``batch - 1``, which the previous snapshot and the deltas after it give."""
-        files = self._files()
-        snaps = [b for b, n in files if n.endswith(".snap") and b < batch]
+        files = [_File(n) for n in names if n.endswith((".delta", ".snap"))]
+        snaps = [f.batch for f in files if f.snapshot and f.batch < batch]
         if not snaps:
             return
-        for b, name in files:
-            if b < snaps[-1]:
-                self._remove(name)
+        for f in files:
+            if f.batch < max(snaps):
+                self._remove(f.name)
 
 
 _CACHE: dict[str, TaskState] = {}
@@ -179,8 +199,9 @@ _CACHE_LOCK = threading.Lock()
 
 
 class FileTaskStatePersistence:
-    """Task state as delta and snapshot files under ``root`` (``<root>/<subtopology>/<task>``),
-    with each Python worker's working copies reused across batches when still valid.
+    """Task state as delta and snapshot files under ``location`` (a directory or a
+    ``pyarrow.fs`` URL; ``<location>/<subtopology>/<task>/``), with each Python worker's working
+    copies reused across batches when still valid.
 
     >>> import tempfile
     >>> files = FileTaskStatePersistence(tempfile.mkdtemp())
@@ -193,23 +214,26 @@ class FileTaskStatePersistence:
     (1, 0)
     """
 
-    def __init__(self, root: str) -> None:
-        self.root = root
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.storage = storage_at(location)
 
-    def _directory(self, subtopology: int, task_id: int) -> str:
-        return f"{self.root}/{subtopology}/{task_id}"
+    def _store(self, subtopology: int, task_id: int) -> TaskStateStore:
+        return TaskStateStore(self.storage, f"{subtopology}/{task_id}")
 
     def checkout(self, subtopology: int, task_id: int, version: int) -> TaskState:
         """The task state after batch ``version``, from this worker's cache when valid."""
-        directory = self._directory(subtopology, task_id)
+        store = self._store(subtopology, task_id)
+        key = f"{self.location}|{store.directory}"
         with _CACHE_LOCK:
-            cached = _CACHE.pop(directory, None)
-        state = TaskStateStore(directory).load(cached, version)
-        state.location = directory
+            cached = _CACHE.pop(key, None)
+        state = store.load(cached, version)
+        state.location = key
+        state.task = (subtopology, task_id)
         return state
 
     def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]:
-        return TaskStateStore(state.location).commit(state, batch)
+        return self._store(*state.task).commit(state, batch)
 
     def checkin(self, state: TaskState) -> None:
         with _CACHE_LOCK:

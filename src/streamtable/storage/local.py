@@ -1,0 +1,60 @@
+"""Durable storage in a local directory (or a shared mount): atomic, fsynced writes."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+
+class LocalStorage:
+    """Files under ``root``; a write goes to a temporary file, is fsynced and renamed into
+    place, so a reader sees the whole old file or the whole new one.
+
+    >>> import tempfile
+    >>> s = LocalStorage(tempfile.mkdtemp())
+    >>> s.write("t/0.delta", b"abc"); s.exists("t/0.delta"), s.list("t"), s.list("nothing")
+    (True, ['0.delta'], [])
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        self.location = self.root
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def read(self, name: str) -> bytes:
+        with open(self._path(name), "rb") as f:
+            return f.read()
+
+    def write(self, name: str, data: bytes) -> None:
+        path = self._path(name)
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        tmp = f"{path}.tmp-{secrets.token_hex(4)}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def delete(self, name: str) -> None:
+        try:
+            os.remove(self._path(name))
+        except FileNotFoundError:
+            pass
+
+    def exists(self, name: str) -> bool:
+        return os.path.isfile(self._path(name))
+
+    def list(self, directory: str) -> list[str]:
+        try:
+            names = os.listdir(self._path(directory))
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if ".tmp-" not in n)

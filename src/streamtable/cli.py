@@ -165,6 +165,13 @@ def cmd_reset(args: argparse.Namespace) -> int:
         log.info("removed %s: the next run reprocesses the input topics from the start", target)
     else:
         log.info("nothing to reset at %s", target)
+    location = config.get("state.location")
+    if location:
+        from streamtable.storage import join, storage_at
+
+        storage_at(join(location, config.application_id)).clear()
+        log.info("removed the task state of %s under %s (state.location)",
+                 config.application_id, location)
     if config.get("serving.url"):
         # batch ids start again from 0: a serving store elsewhere must forget the old ones
         open_serving(config).reset()

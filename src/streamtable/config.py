@@ -26,6 +26,9 @@ DEFAULTS: dict[str, Any] = {
     "processing.guarantee": "exactly_once_v2",
     "num.partitions": None,
     "state.dir": ".streamtable",
+    # where tasks keep durable state (Spark runtime): a directory or a URL every executor
+    # reaches (s3://bucket/prefix, gs://, hdfs://); None: state.dir
+    "state.location": None,
     # the cap of one micro-batch (Spark runtime): large batches when behind, small when caught up
     "max.records.per.batch": 500_000,
     "serving.url": None,  # the serving store: postgresql://... or a SQLite file (None: state.dir)

@@ -200,6 +200,9 @@ def test_storage_lists_only_whole_objects(location: str) -> None:
     storage.delete("d/x.delta")
     storage.delete("d/x.delta")
     assert storage.list("d") == [] and storage.list("missing") == []
+    storage.write("e/f/g.snap", b"3")
+    storage.clear()
+    assert storage.list("e/f") == []
 
 
 def test_snapshot_rule_counts_files_and_entries() -> None:

@@ -169,6 +169,10 @@ class DurableStorage(Protocol):
 
     def list(self, directory: str) -> list[str]: ...
 
+    def clear(self) -> None:
+        """Delete everything under the location."""
+        ...
+
 
 class RecordOrdering(Protocol):
     """The order in which a task processes the records of one batch."""

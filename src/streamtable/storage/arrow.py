@@ -93,3 +93,10 @@ class ArrowStorage:
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         return sorted(i.base_name for i in infos
                       if i.type == pafs.FileType.File and ".tmp-" not in i.base_name)
+
+    def clear(self) -> None:
+        fs, root = self._fs()
+        try:
+            fs.delete_dir(root)
+        except FileNotFoundError:
+            pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 
 
 class LocalStorage:
@@ -58,3 +59,6 @@ class LocalStorage:
         except FileNotFoundError:
             return []
         return sorted(n for n in names if ".tmp-" not in n)
+
+    def clear(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

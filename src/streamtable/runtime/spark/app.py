@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +26,7 @@ from streamtable.engine.ports import (
     TaskStatePersistence,
 )
 from streamtable.kafka.output import KafkaOutput
+from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
 from streamtable.runtime.spark.stage import (
     KIND_EXTERNAL,
@@ -35,7 +37,9 @@ from streamtable.runtime.spark.stage import (
     StageRunner,
 )
 from streamtable.runtime.spark.state import FileTaskStatePersistence
+from streamtable.serving import serving_store
 from streamtable.serving.sqlite import SqliteServingStore
+from streamtable.storage import join
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
@@ -60,9 +64,16 @@ class StreamsApp:
     change; otherwise the last change per key per batch), ``default.key.serde`` ...; and
     ``max.records.per.batch`` caps a micro-batch (the throughput/latency dial).
 
-    The engine's ports can be given: ``output`` (an ``OutputWriter``; default: Kafka),
-    ``serving`` (a ``ServingStore``; default: SQLite in the state directory) and
-    ``task_state`` (a ``TaskStatePersistence``; default: files under the state directory).
+    Where things live: ``state.dir`` is this machine's directory (the query's checkpoint, the
+    embedded serving store); ``state.location`` (default: ``state.dir``) is where tasks keep
+    their durable state and the sink its batch markers, and must be reachable from every
+    executor: a directory on one machine or a shared mount, or a URL (``s3://bucket/prefix``,
+    ``gs://``, ``hdfs://``; see ``streamtable.storage``). On a cluster, a location the executors
+    cannot all see fails at start. ``serving.url`` puts the serving store in PostgreSQL.
+
+    The engine's ports can be given: ``output`` (an ``OutputWriter``; default: Kafka, written
+    by each task on its executor), ``serving`` (a ``ServingStore``) and ``task_state`` (a
+    ``TaskStatePersistence``; default: files under ``state.location``).
     """
 
     def __init__(
@@ -92,10 +103,11 @@ class StreamsApp:
         self.application_id = self.config.application_id
         self.app_dir = Path(self.config["state.dir"]) / self.application_id
         self.checkpoint_dir = self.app_dir / "checkpoint"
-        self.state_root = str((self.app_dir / "tasks").resolve())
-        self.task_state: TaskStatePersistence = (
-            task_state or FileTaskStatePersistence(self.state_root))
-        self.serving: ServingStore = serving or SqliteServingStore(self.app_dir / "serving.db")
+        self._task_state = task_state
+        serving_url = self.config.get("serving.url")
+        self.serving: ServingStore = serving or (
+            serving_store(serving_url, self.application_id) if serving_url
+            else SqliteServingStore(self.app_dir / "serving.db"))
         self.master = master
         self._spark = spark
         self._output = output
@@ -110,6 +122,33 @@ class StreamsApp:
         self._source_by_partition = False
 
     # -- setup -----------------------------------------------------------------------------
+    @property
+    def shared_location(self) -> str:
+        """Where this run of the application keeps what every executor must reach (task state,
+        the sink's batch markers): ``<state.location>/<application.id>/run-<id>``. The run id
+        lives in the query's checkpoint, so resetting the checkpoint starts from nothing."""
+        location = self.config.get("state.location") or str(Path(self.config["state.dir"])
+                                                             .resolve())
+        return join(location, self.application_id, f"run-{self._run_id()}")
+
+    def _run_id(self) -> str:
+        path = self.checkpoint_dir / "run-id"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            run_id = secrets.token_hex(6)
+            tmp = path.with_name(f".run-id.{run_id}")
+            tmp.write_text(run_id)
+            tmp.replace(path)
+            return path.read_text().strip()
+
+    @property
+    def task_state(self) -> TaskStatePersistence:
+        if self._task_state is None:
+            self._task_state = FileTaskStatePersistence(join(self.shared_location, "tasks"))
+        return self._task_state
+
     @property
     def spark(self) -> Any:
         if self._spark is None:
@@ -150,7 +189,7 @@ class StreamsApp:
         if self._output is None:
             self._output = KafkaOutput(
                 self.config["bootstrap.servers"], self.application_id,
-                str(self.checkpoint_dir / "sink"),
+                join(self.shared_location, "sink"),
             )
         return self._output
 
@@ -163,6 +202,8 @@ class StreamsApp:
         plan = self._plan or self.prepare()
         started = time.monotonic()
         external_readers = sum(1 for s in plan.stages if s.external_inputs)
+        output = self._output_writer() if self._writes_output() else None
+        distributed = output if getattr(output, "distributed", False) else None
         source = df.select(*RECORD_COLUMNS)
         cached = []
         if external_readers > 1:
@@ -200,7 +241,7 @@ class StreamsApp:
             runner = StageRunner(
                 self._blob, stage.subtopology, batch_id, self.task_state,
                 self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
-                streamed=streamed,
+                streamed=streamed, output=distributed,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             # A stage read both by a later stage and by the driver is kept, so that it runs once
@@ -212,7 +253,10 @@ class StreamsApp:
                 cached.append(out)
             outputs[stage.subtopology] = out
             if collect:
-                results.append(out.where(F.col("kind") != KIND_INTERNAL))
+                # with a distributed writer the tasks wrote their records themselves: only
+                # the changes of queryable stores come to the driver
+                results.append(out.where(F.col("kind") == KIND_STORE) if distributed
+                               else out.where(F.col("kind") != KIND_INTERNAL))
         try:
             table = functools.reduce(lambda a, b: a.unionByName(b), results).toArrow()
             computed = time.monotonic()
@@ -225,6 +269,9 @@ class StreamsApp:
                  computed - started, self.last_batch_seconds - (computed - started),
                  table.num_rows)
         self.batches += 1
+
+    def _writes_output(self) -> bool:
+        return bool(self.topology.sink_topics or self.config.dead_letter_topic)
 
     def _write_results(self, batch_id: int, table: Any) -> None:
         kinds = table.column("kind").to_pylist()
@@ -288,10 +335,7 @@ class StreamsApp:
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
         _ensure_progress_listener(spark)
-        if self.topology.sink_topics or self.config.dead_letter_topic:
-            output = self._output_writer()
-            if isinstance(output, KafkaOutput):
-                output.warm_up()
+        check_shared_location(spark, self.shared_location)
         self._source_by_partition = True
         self._query = writer.start()
         log.info("started %s on %s: %d stages, tasks %s", self.application_id,

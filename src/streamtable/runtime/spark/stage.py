@@ -3,8 +3,10 @@ engine.
 
 The function reads the task's records of the batch, checks out the task's state as of the
 previous batch from the task-state persistence port, runs the same :class:`Task` the test
-driver runs over the records in the engine's partition-group order, commits the state and
-returns every record the task produced plus the changes of its queryable stores.
+driver runs over the records in the engine's partition-group order, commits the state, writes
+its records for external topics through a distributed output writer (as writer
+``<sub-topology>-<task>``, exactly once per batch) and returns the records for later stages and
+the changes of its queryable stores (and, with a driver-side writer, the external records too).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from streamtable.config import StreamsConfig
 from streamtable.engine.ordering import PartitionGroupOrdering
-from streamtable.engine.ports import TaskStatePersistence
+from streamtable.engine.ports import OutputWriter, TaskStatePersistence
 from streamtable.engine.task import Task
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.processors.api import Headers, RawRecord
@@ -78,19 +80,27 @@ class _Collector:
     """Gathers a task's output rows (the stage's
     :class:`~streamtable.engine.ports.RecordCollector`)."""
 
-    def __init__(self, internal_topics: frozenset[str], task_id: int) -> None:
+    def __init__(self, internal_topics: frozenset[str], task_id: int,
+                 keep_external: bool = False) -> None:
         self.internal = internal_topics
         self.task_id = task_id
         # (kind, topic, partition, offset, timestamp, key, value, headers, route)
         self.rows: list[tuple[Any, ...]] = []
+        # records for external topics, when the task writes them itself (OutputWriter format)
+        self.external: list[dict[str, Any]] | None = [] if keep_external else None
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
-        hs = [{"key": k, "value": v} for k, v in headers] if headers else None
         if topic in self.internal:
+            hs = [{"key": k, "value": v} for k, v in headers] if headers else None
             self.rows.append((KIND_INTERNAL, topic, self.task_id, len(self.rows), timestamp,
                               key, value, hs, partition))
+        elif self.external is not None:
+            self.external.append({"topic": topic, "key": key, "value": value,
+                                  "timestamp": timestamp, "partition": partition,
+                                  "headers": list(headers) if headers else []})
         else:
+            hs = [{"key": k, "value": v} for k, v in headers] if headers else None
             self.rows.append((KIND_EXTERNAL, topic, partition, len(self.rows), timestamp,
                               key, value, hs, None))
 
@@ -138,7 +148,7 @@ class StageRunner:
     def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int,
                  persistence: TaskStatePersistence, config: dict[str, Any],
                  queryable_stores: list[str], topic_partitions: dict[str, int],
-                 streamed: bool = False) -> None:
+                 streamed: bool = False, output: OutputWriter | None = None) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
@@ -148,6 +158,8 @@ class StageRunner:
         self.topic_partitions = topic_partitions
         # each Spark partition is one Kafka partition in offset order (see StreamsApp)
         self.streamed = streamed
+        # a distributed OutputWriter: the task writes its records for external topics itself
+        self.output = output
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.streamed:
@@ -217,7 +229,7 @@ class StageRunner:
         topology, wiring = _topology(self.topology_blob, config)
         sub = topology.subtopologies[self.subtopology]
         state = self.persistence.checkout(self.subtopology, task_id, self.batch_id - 1)
-        collector = _Collector(wiring.internal_topics, task_id)
+        collector = _Collector(wiring.internal_topics, task_id, self.output is not None)
         task = Task(topology, sub, task_id, config, state, collector, self.topic_partitions,
                     # with caching, the last change per key per micro-batch: never evict early
                     cache_max_entries=sys.maxsize, wiring=wiring)
@@ -228,6 +240,9 @@ class StageRunner:
         state.stream_time = task.stream_time
         changes = self.persistence.commit(state, self.batch_id)
         self.persistence.checkin(state)
+        if self.output is not None and collector.external:
+            self.output.write(self.batch_id, collector.external,
+                              writer=f"{self.subtopology}-{task_id}")
         for name in self.queryable_stores:
             if changes.get(name):
                 collector.add_store_changes(name, changes[name])

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test test-fast lint demo bench clean
+.PHONY: install test test-fast test-cluster lint demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: install
 
 test-fast: install
 	$(PY) -m pytest -q -m "not spark"
+
+# a real Spark standalone cluster (master, 2 workers sharing no disk) and a moto S3: needs root
+test-cluster: install
+	$(PY) -m pytest -q tests/cluster --run-cluster
 
 lint: install
 	$(PY) -m ruff check src tests

@@ -29,6 +29,10 @@ DEFAULTS: dict[str, Any] = {
     # where tasks keep durable state (Spark runtime): a directory or a URL every executor
     # reaches (s3://bucket/prefix, gs://, hdfs://); None: state.dir
     "state.location": None,
+    # tasks' working copies (Spark runtime): "in_memory" (dicts in the Python workers) or
+    # "rocksDB" (on the local disk under state.dir: state larger than memory, kept across
+    # restarts), as Kafka Streams' key of the same name
+    "default.dsl.store": "in_memory",
     # the cap of one micro-batch (Spark runtime): large batches when behind, small when caught up
     "max.records.per.batch": 500_000,
     "serving.url": None,  # the serving store: postgresql://... or a SQLite file (None: state.dir)
@@ -79,6 +83,14 @@ class StreamsConfig:
     @property
     def dead_letter_topic(self) -> str | None:
         return self._values.get("errors.dead.letter.queue.topic.name")
+
+    @property
+    def rocksdb_stores(self) -> bool:
+        value = str(self._values["default.dsl.store"]).lower().replace("_", "")
+        if value not in ("inmemory", "rocksdb"):
+            raise ValueError(f"default.dsl.store must be 'rocksDB' or 'in_memory', got "
+                             f"{self._values['default.dsl.store']!r}")
+        return value == "rocksdb"
 
     def handler(self, key: str) -> str:
         """``fail`` or ``continue``; with a dead-letter topic the default is ``continue``."""

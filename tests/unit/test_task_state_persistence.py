@@ -59,7 +59,23 @@ def location(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return f"{head}/{tmp_path.name}?{query}"
 
 
+@pytest.fixture(params=["memory", "rocksdb"])
+def make(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    """Persistence with working copies in the worker's memory or in RocksDB on local disk."""
+    local = str(tmp_path / "local") if request.param == "rocksdb" else None
+
+    def make(location: str) -> FileTaskStatePersistence:
+        return FileTaskStatePersistence(location, local_dir=local)
+
+    yield make
+    _forget_working_copies()
+
+
 def _forget_working_copies() -> None:
+    """As if another Python worker ran the next batch (an in-memory copy is gone; a RocksDB
+    copy stays on disk for whoever opens it next)."""
+    for state in state_module._CACHE.values():
+        state.close()
     state_module._CACHE.clear()
 
 
@@ -84,8 +100,8 @@ def _contents(p: FileTaskStatePersistence, version: int, task: int = 0) -> dict[
     return out
 
 
-def test_each_batch_starts_from_the_previous_one(location: str) -> None:
-    p = FileTaskStatePersistence(location)
+def test_each_batch_starts_from_the_previous_one(location: str, make: Any) -> None:
+    p = make(location)
     _run_batch(p, 0, {"a": (1, 0)})
     _run_batch(p, 1, {"b": (2, 1)})
     _run_batch(p, 2, {"a": None})
@@ -96,8 +112,8 @@ def test_each_batch_starts_from_the_previous_one(location: str) -> None:
 
 
 def test_a_replay_replaces_its_batch_and_invalidates_copies_of_the_old_attempt(
-        location: str) -> None:
-    p = FileTaskStatePersistence(location)
+        location: str, make: Any) -> None:
+    p = make(location)
     _run_batch(p, 0, {"a": (1, 0)})
     _run_batch(p, 1, {"a": (5, 1)})  # attempt 1 of batch 1; this worker keeps its copy
     stale = p.checkout(0, 0, 1)
@@ -114,8 +130,8 @@ def test_a_replay_replaces_its_batch_and_invalidates_copies_of_the_old_attempt(
     assert len([n for n in names if n.startswith("000000000001-")]) == 1
 
 
-def test_two_attempts_files_of_one_batch_load_one_of_them(location: str) -> None:
-    p = FileTaskStatePersistence(location)
+def test_two_attempts_files_of_one_batch_load_one_of_them(location: str, make: Any) -> None:
+    p = make(location)
     _run_batch(p, 0, {"a": (1, 0)})
     _run_batch(p, 1, {"b": (2, 1)})
     # a zombie attempt of batch 1 writes the same content under its own nonce afterwards
@@ -129,8 +145,8 @@ def test_two_attempts_files_of_one_batch_load_one_of_them(location: str) -> None
     assert [f.batch for f in _chain(p.storage.list("0/0"))] == [0, 1, 2]
 
 
-def test_later_batches_of_an_abandoned_run_do_not_count(location: str) -> None:
-    p = FileTaskStatePersistence(location)
+def test_later_batches_of_an_abandoned_run_do_not_count(location: str, make: Any) -> None:
+    p = make(location)
     for b in range(4):
         _run_batch(p, b, {b: (b, b)})
     _forget_working_copies()
@@ -139,8 +155,9 @@ def test_later_batches_of_an_abandoned_run_do_not_count(location: str) -> None:
     assert _contents(p, 3) == {0: (0, 0), 1: (1, 1), "x": (9, 2)}
 
 
-def test_large_state_with_few_changes_is_not_rewritten_every_few_batches(tmp_path: Any) -> None:
-    p = FileTaskStatePersistence(str(tmp_path))
+def test_large_state_with_few_changes_is_not_rewritten_every_few_batches(tmp_path: Any,
+                                                                       make: Any) -> None:
+    p = make(str(tmp_path / "tasks"))
     _run_batch(p, 0, {i: (i, 0) for i in range(200_000)})  # deltas outweigh an empty state
     assert [n for n in p.storage.list("0/0") if n.endswith(".snap")]
     snaps = []
@@ -155,8 +172,8 @@ def test_large_state_with_few_changes_is_not_rewritten_every_few_batches(tmp_pat
     assert len(restored) == 200_000 and restored[5] == (-5, 5)
 
 
-def test_small_state_is_compacted_and_old_files_are_deleted(location: str) -> None:
-    p = FileTaskStatePersistence(location)
+def test_small_state_is_compacted_and_old_files_are_deleted(location: str, make: Any) -> None:
+    p = make(location)
     for b in range(60):
         _run_batch(p, b, {b % 7: (b, b)})
     names = p.storage.list("0/0")
@@ -168,9 +185,9 @@ def test_small_state_is_compacted_and_old_files_are_deleted(location: str) -> No
 
 
 def test_random_histories_restore_the_same_state_from_copies_and_from_files(
-        tmp_path: Any) -> None:
+        tmp_path: Any, make: Any) -> None:
     rng = random.Random(7)
-    p = FileTaskStatePersistence(str(tmp_path))
+    p = make(str(tmp_path / "tasks"))
     model: dict[Any, Any] = {}
     for b in range(150):
         puts = {}
@@ -191,7 +208,7 @@ def test_random_histories_restore_the_same_state_from_copies_and_from_files(
     assert _contents(p, 149) == model
 
 
-def test_storage_lists_only_whole_objects(location: str) -> None:
+def test_storage_lists_only_whole_objects(location: str, make: Any) -> None:
     storage = storage_at(location)
     storage.write("d/x.delta", b"1")
     storage.write("d/x.delta", b"22")
@@ -213,3 +230,36 @@ def test_snapshot_rule_counts_files_and_entries() -> None:
     assert not TaskStateStore.should_snapshot(s)
     s.batches_since_snapshot = 51
     assert TaskStateStore.should_snapshot(s)
+
+
+def test_a_restarted_worker_reuses_its_rocksdb_copy_without_reading_the_state_again(
+        tmp_path: Any) -> None:
+    local = str(tmp_path / "local")
+    p = FileTaskStatePersistence(str(tmp_path / "tasks"), local_dir=local)
+    _run_batch(p, 0, {i: (i, 0) for i in range(100_000)})
+    for b in range(1, 6):
+        _run_batch(p, b, {b: (-b, b)})
+    _forget_working_copies()  # the worker process ends; its database stays on disk
+    read: list[str] = []
+    restarted = FileTaskStatePersistence(str(tmp_path / "tasks"), local_dir=local)
+    original = restarted.storage.read
+
+    def counting_read(name: str) -> bytes:
+        read.append(name)
+        return original(name)
+
+    restarted.storage.read = counting_read  # type: ignore[method-assign]
+    s = restarted.checkout(0, 0, 5)
+    assert read == [] and s.store("t").get(3) == (-3, 3) and len(s.store("t")) == 100_000
+    restarted.checkin(s)
+    _run_batch(restarted, 6, {"new": (1, 6)})
+    # another batch ran elsewhere in the meantime: only its delta is read to catch up
+    _forget_working_copies()
+    _run_batch(FileTaskStatePersistence(str(tmp_path / "tasks")), 7, {"x": (7, 7)})
+    _forget_working_copies()
+    read.clear()
+    s = restarted.checkout(0, 0, 7)
+    assert [n.rsplit("/", 1)[1].split("-")[0] for n in read] == ["000000000007"]
+    assert s.store("t").get("x") == (7, 7) and s.store("t").get("new") == (1, 6)
+    restarted.checkin(s)
+    _forget_working_copies()

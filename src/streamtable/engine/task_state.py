@@ -47,3 +47,17 @@ class TaskState:
 
     def entries(self) -> int:
         return sum(len(s) for s in self.stores.values())
+
+    def cleared(self) -> TaskState:
+        """An empty state to rebuild into (a working copy on disk empties itself)."""
+        return TaskState()
+
+    def flush(self, version: int | None = None, nonce: str | None = None) -> None:
+        """Write the changes drained from the stores to the working copy (in memory they are
+        there already)."""
+
+    def committed(self) -> None:
+        """The working copy now reflects ``version`` / ``nonce``: record it with the copy."""
+
+    def close(self) -> None:
+        """Release what the working copy holds open."""

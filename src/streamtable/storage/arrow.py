@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 _FILESYSTEMS: dict[str, tuple[Any, str]] = {}
@@ -36,6 +37,12 @@ def _filesystem(location: str) -> tuple[Any, str]:
 
             entry = _FILESYSTEMS[location] = fs.FileSystem.from_uri(location)
         return entry
+
+
+
+def _write_parts(f: Any, data: bytes | Iterable[bytes]) -> None:
+    for part in ((data,) if isinstance(data, bytes) else data):
+        f.write(part)
 
 
 class ArrowStorage:
@@ -61,16 +68,16 @@ class ArrowStorage:
         with fs.open_input_stream(path) as f:
             return bytes(f.read())
 
-    def write(self, name: str, data: bytes) -> None:
+    def write(self, name: str, data: bytes | Iterable[bytes]) -> None:
         fs, path = self._path(name)
         if fs.type_name in _ATOMIC_PUT:
             with fs.open_output_stream(path) as f:
-                f.write(data)
+                _write_parts(f, data)
             return
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         tmp = f"{path}.tmp-{secrets.token_hex(4)}"
         with fs.open_output_stream(tmp) as f:
-            f.write(data)
+            _write_parts(f, data)
         fs.move(tmp, path)
 
     def delete(self, name: str) -> None:

@@ -5,6 +5,13 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from collections.abc import Iterable
+from typing import Any
+
+
+def _write_parts(f: Any, data: bytes | Iterable[bytes]) -> None:
+    for part in ((data,) if isinstance(data, bytes) else data):
+        f.write(part)
 
 
 class LocalStorage:
@@ -28,13 +35,13 @@ class LocalStorage:
         with open(self._path(name), "rb") as f:
             return f.read()
 
-    def write(self, name: str, data: bytes) -> None:
+    def write(self, name: str, data: bytes | Iterable[bytes]) -> None:
         path = self._path(name)
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = f"{path}.tmp-{secrets.token_hex(4)}"
         with open(tmp, "wb") as f:
-            f.write(data)
+            _write_parts(f, data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -146,7 +146,12 @@ class StreamsApp:
     @property
     def task_state(self) -> TaskStatePersistence:
         if self._task_state is None:
-            self._task_state = FileTaskStatePersistence(join(self.shared_location, "tasks"))
+            local = None
+            if self.config.rocksdb_stores:
+                # this machine's disk, at the same absolute path on every executor
+                local = str((self.app_dir / "local" / f"run-{self._run_id()}").resolve())
+            self._task_state = FileTaskStatePersistence(join(self.shared_location, "tasks"),
+                                                        local_dir=local)
         return self._task_state
 
     @property

@@ -23,10 +23,13 @@ one deterministically.
 
 from __future__ import annotations
 
+import io
+import itertools
 import logging
 import pickle
 import secrets
 import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from streamtable.engine.ports import DurableStorage
@@ -38,6 +41,13 @@ log = logging.getLogger(__name__)
 # a delta file costs as much to list and read as this many entries of a snapshot
 ENTRIES_PER_FILE = 1000
 MIN_SNAPSHOT_ENTRIES = 10_000
+CHUNK = 50_000  # entries per pickled chunk of a file
+
+
+def _chunks(entries: Iterable[tuple[Any, Any]]) -> Iterator[dict[Any, Any]]:
+    it = iter(entries.items() if isinstance(entries, dict) else entries)
+    while chunk := dict(itertools.islice(it, CHUNK)):
+        yield chunk
 
 
 class _File:
@@ -78,13 +88,30 @@ class TaskStateStore:
     def _names(self) -> list[str]:
         return self.storage.list(self.directory)
 
-    def _read(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        header, body = pickle.loads(self.storage.read(f"{self.directory}/{name}"))
-        return header, body
+    def _read(self, name: str) -> tuple[dict[str, Any], Iterator[tuple[str, dict[Any, Any]]]]:
+        """The file's header and its (store, entries) chunks."""
+        stream = io.BytesIO(self.storage.read(f"{self.directory}/{name}"))
+        header = pickle.load(stream)
 
-    def _write(self, name: str, header: dict[str, Any], body: dict[str, Any]) -> None:
-        self.storage.write(f"{self.directory}/{name}",
-                           pickle.dumps((header, body), protocol=pickle.HIGHEST_PROTOCOL))
+        def chunks() -> Iterator[tuple[str, dict[Any, Any]]]:
+            while (chunk := pickle.load(stream)) is not None:
+                yield chunk
+
+        return header, chunks()
+
+    def _write(self, name: str, header: dict[str, Any],
+               stores: Iterable[tuple[str, Iterable[tuple[Any, Any]]]]) -> None:
+        """Header, then each store's entries in chunks of ``CHUNK`` (a snapshot of a large
+        state is never one object in memory), then an end mark."""
+
+        def parts() -> Iterator[bytes]:
+            yield pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL)
+            for store_name, entries in stores:
+                for chunk in _chunks(entries):
+                    yield pickle.dumps((store_name, chunk), protocol=pickle.HIGHEST_PROTOCOL)
+            yield pickle.dumps(None)
+
+        self.storage.write(f"{self.directory}/{name}", parts())
 
     def _remove(self, name: str) -> None:
         self.storage.delete(f"{self.directory}/{name}")
@@ -93,13 +120,17 @@ class TaskStateStore:
     def load(self, cached: TaskState | None, version: int) -> TaskState:
         """The state after batch ``version``, reusing ``cached`` when it is a valid prefix."""
         files = [f for f in _chain(self._names()) if f.batch <= version]
-        if cached is not None and cached.version <= version and self._valid(cached, files):
+        if (cached is not None and cached.version <= version and self._valid(cached, files)
+                and not any(f.snapshot for f in files if f.batch > cached.version)):
             for f in files:
                 if f.batch > cached.version:
                     self._apply(cached, f)
             cached.version = version
+            cached.committed()
             return cached
-        return self._rebuild(files, version)
+        state = self._rebuild(files, version, cached)
+        state.committed()
+        return state
 
     @staticmethod
     def _valid(cached: TaskState, files: list[_File]) -> bool:
@@ -108,8 +139,9 @@ class TaskStateStore:
             return cached.nonce == ""
         return upto[-1].nonce == cached.nonce
 
-    def _rebuild(self, files: list[_File], version: int) -> TaskState:
-        state = TaskState()
+    def _rebuild(self, files: list[_File], version: int,
+                 cached: TaskState | None) -> TaskState:
+        state = TaskState() if cached is None else cached.cleared()
         start = 0
         for i in range(len(files) - 1, -1, -1):
             if files[i].snapshot:
@@ -123,15 +155,17 @@ class TaskStateStore:
         return state
 
     def _apply(self, state: TaskState, f: _File) -> None:
-        header, body = self._read(f.name)
+        header, chunks = self._read(f.name)
         if f.snapshot:
-            state.stores = {}
+            if state.entries():
+                raise RuntimeError(f"task state {self.directory}: a snapshot applied over state")
             state.batches_since_snapshot = 0
             state.delta_entries_since_snapshot = 0
         else:
             state.batches_since_snapshot += 1
-            state.delta_entries_since_snapshot += sum(len(c) for c in body["stores"].values())
-        for store_name, changes in body["stores"].items():
+        for store_name, changes in chunks:
+            if not f.snapshot:
+                state.delta_entries_since_snapshot += len(changes)
             state.store(store_name).restore(changes)
         state.stream_time = state.written_stream_time = header["stream_time"]
         state.nonce = f.nonce
@@ -140,6 +174,7 @@ class TaskStateStore:
     def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]:
         """Persist what ``batch`` changed (or a snapshot), and return the changes per store."""
         changes = {name: s.drain_changes() for name, s in state.stores.items()}
+        state.flush()
         changed = sum(len(c) for c in changes.values())
         state.batches_since_snapshot += 1
         state.delta_entries_since_snapshot += changed
@@ -153,16 +188,16 @@ class TaskStateStore:
             for name in stale:
                 self._remove(name)
             state.version = batch
+            state.committed()
             return changes
         nonce = secrets.token_hex(8)
         header = {"batch": batch, "stream_time": state.stream_time}
         if snapshot:
             name = f"{batch:012d}-{nonce}.snap"
-            full = {n: dict(s.items()) for n, s in state.stores.items()}
-            self._write(name, header, {"stores": full})
+            self._write(name, header, [(n, s.items()) for n, s in state.stores.items()])
         else:
             name = f"{batch:012d}-{nonce}.delta"
-            self._write(name, header, {"stores": changes})
+            self._write(name, header, changes.items())
         for old in stale:
             self._remove(old)
         if snapshot:
@@ -172,6 +207,7 @@ class TaskStateStore:
         state.version = batch
         state.nonce = nonce
         state.written_stream_time = state.stream_time
+        state.committed()
         return changes
 
     @staticmethod
@@ -212,11 +248,17 @@ class FileTaskStatePersistence:
     >>> files.checkin(state)
     >>> files.checkout(0, 1, 0).store("counts").get("a")
     (1, 0)
+
+    With ``local_dir``, each worker's working copy of a task is a RocksDB database under it
+    (see :mod:`streamtable.state.rocksdb`).
     """
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, local_dir: str | None = None) -> None:
         self.location = location
         self.storage = storage_at(location)
+        # with a local directory, working copies are RocksDB databases there (state bounded by
+        # the disk, kept across restarts); without, dicts in the worker's memory
+        self.local_dir = local_dir
 
     def _store(self, subtopology: int, task_id: int) -> TaskStateStore:
         return TaskStateStore(self.storage, f"{subtopology}/{task_id}")
@@ -227,6 +269,10 @@ class FileTaskStatePersistence:
         key = f"{self.location}|{store.directory}"
         with _CACHE_LOCK:
             cached = _CACHE.pop(key, None)
+        if cached is None and self.local_dir is not None:
+            from streamtable.state.rocksdb import RocksDBTaskState
+
+            cached = RocksDBTaskState.open_slot(f"{self.local_dir}/{store.directory}")
         state = store.load(cached, version)
         state.location = key
         state.task = (subtopology, task_id)

@@ -1,0 +1,302 @@
+"""A task's working copy in RocksDB (through ``rocksdict``): state bounded by disk, not by the
+Python worker's heap, and kept on the machine's disk across batches and restarts.
+
+The durable state stays where the task-state persistence keeps it (deltas and snapshots on the
+shared location); this is the local copy a worker processes against, as Kafka Streams keeps
+RocksDB beside its changelog topics. A batch's writes stay in a small overlay (the changes the
+commit persists) and reach RocksDB at the commit, in one write batch with the copy's version;
+reads of the batch go overlay first. The copy records which durable file it reflects (batch and
+nonce), so the persistence checks it like an in-memory copy and catches it up or rebuilds it.
+
+Each task keeps its copies under ``<directory>/slot-<n>``. RocksDB locks a database to one
+process, so a Python worker takes the first slot no other live process holds: the worker that
+ran the task last finds its own copy open, another worker opens (or creates) another slot and
+catches it up from the durable deltas, and after a restart slot 0 is free again with the state
+it had.
+
+>>> import tempfile
+>>> copy = RocksDBTaskState.open(tempfile.mkdtemp())
+>>> copy.store("counts").put("a", (1, 0))
+>>> copy.store("counts").drain_changes()
+{'a': (1, 0)}
+>>> copy.flush(); copy.store("counts").get("a")
+(1, 0)
+>>> copy.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import shutil
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamtable.engine.task_state import TaskState
+from streamtable.state.stores import check_store_kind, key_order
+from streamtable.topology.graph import StoreSpec
+
+log = logging.getLogger(__name__)
+
+_META = b"\x00meta"
+_PROTOCOL = 5
+MAX_SLOTS = 16
+
+
+def _encode_key(key: Any) -> bytes:
+    """Keys of one store; tuple keys start with their first element's encoding, so that all keys
+    with one first element are one prefix."""
+    if type(key) is tuple and key:
+        first = pickle.dumps(key[0], _PROTOCOL)
+        return b"T" + struct.pack(">I", len(first)) + first + pickle.dumps(key[1:], _PROTOCOL)
+    return b"K" + pickle.dumps(key, _PROTOCOL)
+
+
+def _decode_key(data: bytes) -> Any:
+    if data[:1] == b"T":
+        (n,) = struct.unpack(">I", data[1:5])
+        return (pickle.loads(data[5:5 + n]), *pickle.loads(data[5 + n:]))
+    return pickle.loads(data[1:])
+
+
+def _options() -> Any:
+    import rocksdict
+
+    options = rocksdict.Options(raw_mode=True)
+    options.create_if_missing(True)
+    # many small task databases per worker: small memtables, few files held open
+    options.set_write_buffer_size(8 * 1024 * 1024)
+    options.set_max_write_buffer_number(2)
+    options.set_max_open_files(64)
+    options.set_keep_log_file_num(2)
+    return options
+
+
+class RocksDBKeyValueStore:
+    """One store inside a task's RocksDB copy (keys under the store's prefix)."""
+
+    def __init__(self, name: str, copy: RocksDBTaskState, prefix: bytes, count: int) -> None:
+        self.name = name
+        self._copy = copy
+        self._prefix = prefix
+        self._dirty: dict[Any, Any] = {}  # written since the last drain (None: deleted)
+        self._clean: dict[Any, Any] = {}  # read from RocksDB since the last flush
+        self._count = count
+
+    def _db_get(self, key: Any) -> Any:
+        raw = self._copy.db.get(self._prefix + _encode_key(key))
+        return None if raw is None else pickle.loads(raw)
+
+    def get(self, key: Any) -> Any:
+        if key in self._dirty:
+            return self._dirty[key]
+        clean = self._clean
+        if key in clean:
+            return clean[key]
+        value = clean[key] = self._db_get(key)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        if value is None:
+            self.delete(key)
+            return
+        if self.get(key) is None:
+            self._count += 1
+        self._dirty[key] = value
+
+    def delete(self, key: Any) -> Any:
+        old = self.get(key)
+        if old is not None:
+            self._count -= 1
+        self._dirty[key] = None
+        return old
+
+    def _db_items(self) -> Iterator[tuple[Any, Any]]:
+        prefix = self._prefix
+        n = len(prefix)
+        for raw_key, raw_value in self._copy.db.items(from_key=prefix):
+            if not raw_key.startswith(prefix):
+                break
+            yield _decode_key(raw_key[n:]), pickle.loads(raw_value)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        dirty = self._dirty
+        for k, v in dirty.items():
+            if v is not None:
+                yield k, v
+        for k, v in self._db_items():
+            if k not in dirty:
+                yield k, v
+
+    def keys_with_first(self, first: Any) -> list[Any]:
+        """The tuple keys whose first element is ``first``, in key order."""
+        encoded = pickle.dumps(first, _PROTOCOL)
+        prefix = self._prefix + b"T" + struct.pack(">I", len(encoded)) + encoded
+        n = len(self._prefix)
+        keys = set()
+        for raw_key in self._copy.db.keys(from_key=prefix):
+            if not raw_key.startswith(prefix):
+                break
+            keys.add(_decode_key(raw_key[n:]))
+        for k, v in self._dirty.items():
+            if type(k) is tuple and k and k[0] == first:
+                if v is None:
+                    keys.discard(k)
+                else:
+                    keys.add(k)
+        return sorted(keys, key=key_order)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def drain_changes(self) -> dict[Any, Any]:
+        """Return the keys written since the last call (``None`` = deleted) and stage them for
+        RocksDB (written at the copy's next :meth:`RocksDBTaskState.flush`)."""
+        changes, self._dirty = self._dirty, {}
+        batch = self._copy.pending()
+        prefix = self._prefix
+        for k, v in changes.items():
+            if v is None:
+                batch.delete(prefix + _encode_key(k))
+            else:
+                batch.put(prefix + _encode_key(k), pickle.dumps(v, _PROTOCOL))
+        self._clean.clear()
+        return changes
+
+    def restore(self, items: dict[Any, Any]) -> None:
+        """Apply a delta (``None`` deletes) without recording it as a change."""
+        if self._dirty:
+            raise RuntimeError(f"store {self.name!r}: restore over unflushed writes")
+        batch = self._copy.pending()
+        prefix = self._prefix
+        db = self._copy.db
+        for k, v in items.items():
+            raw_key = prefix + _encode_key(k)
+            existed = db.get(raw_key) is not None
+            if v is None:
+                if existed:
+                    self._count -= 1
+                batch.delete(raw_key)
+            else:
+                if not existed:
+                    self._count += 1
+                batch.put(raw_key, pickle.dumps(v, _PROTOCOL))
+        # a restore is read back at once (the next delta may touch the same keys)
+        self._copy.flush()
+
+
+@dataclass
+class RocksDBTaskState(TaskState):
+    """A :class:`~streamtable.engine.task_state.TaskState` whose stores live in RocksDB under
+    ``path``; its version, nonce and counters are stored with the data."""
+
+    path: str = ""
+    db: Any = None
+    _batch: Any = None
+    _prefixes: dict[str, bytes] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str) -> RocksDBTaskState:
+        """Open (or create) the copy at ``path``; raises if another process holds it."""
+        import rocksdict
+
+        os.makedirs(path, exist_ok=True)
+        db = rocksdict.Rdict(path, _options())
+        state = cls(path=path, db=db)
+        raw = db.get(_META)
+        if raw is not None:
+            meta = pickle.loads(raw)
+            state.version = meta["version"]
+            state.nonce = meta["nonce"]
+            state.stream_time = state.written_stream_time = meta["stream_time"]
+            state.batches_since_snapshot = meta["batches_since_snapshot"]
+            state.delta_entries_since_snapshot = meta["delta_entries_since_snapshot"]
+            state._prefixes = meta["prefixes"]
+            state._counts = meta["counts"]
+        else:
+            state.version, state.nonce = -2, "unwritten"  # matches no durable state
+        for name in state._prefixes:
+            state.store(name)
+        return state
+
+    @classmethod
+    def open_slot(cls, directory: str) -> RocksDBTaskState:
+        """The first copy under ``directory`` that no other process holds."""
+        errors = []
+        for slot in range(MAX_SLOTS):
+            try:
+                return cls.open(os.path.join(directory, f"slot-{slot}"))
+            except Exception as e:  # held by another live process (RocksDB's LOCK)
+                errors.append(str(e))
+        raise RuntimeError(f"no free RocksDB slot under {directory}: {errors[-1]}")
+
+    # -- the TaskState interface -----------------------------------------------------------
+    def store(self, name: str) -> RocksDBKeyValueStore:  # type: ignore[override]
+        s: Any = self.stores.get(name)
+        if s is None:
+            prefix = self._prefixes.get(name)
+            if prefix is None:
+                prefix = self._prefixes[name] = struct.pack(">H", len(self._prefixes) + 1)
+            s = RocksDBKeyValueStore(name, self, prefix, self._counts.get(name, 0))
+            self.stores[name] = s
+        return s  # type: ignore[no-any-return]
+
+    def create(self, spec: StoreSpec, task_id: int) -> RocksDBKeyValueStore:  # type: ignore[override]
+        check_store_kind(spec)
+        return self.store(spec.name)
+
+    def entries(self) -> int:
+        return sum(len(s) for s in self.stores.values())
+
+    def pending(self) -> Any:
+        if self._batch is None:
+            import rocksdict
+
+            self._batch = rocksdict.WriteBatch(raw_mode=True)
+        return self._batch
+
+    def flush(self, version: int | None = None, nonce: str | None = None) -> None:
+        """Write the staged changes, with the copy's version: the given one, or a version
+        that matches no durable state until a later flush names it (a crash in between leaves
+        a copy that is rebuilt)."""
+        batch = self.pending()
+        self._batch = None
+        meta = {
+            "version": -2 if version is None else version,
+            "nonce": "pending" if nonce is None else nonce,
+            "stream_time": self.stream_time,
+            "batches_since_snapshot": self.batches_since_snapshot,
+            "delta_entries_since_snapshot": self.delta_entries_since_snapshot,
+            "prefixes": self._prefixes,
+            "counts": {name: len(s) for name, s in self.stores.items()},
+        }
+        batch.put(_META, pickle.dumps(meta, _PROTOCOL))
+        self.db.write(batch)
+        for s in self.stores.values():
+            s._clean.clear()  # type: ignore[attr-defined]
+
+    def committed(self) -> None:
+        self.flush(self.version, self.nonce)
+
+    def cleared(self) -> RocksDBTaskState:
+        """This copy, emptied (to be rebuilt from a snapshot)."""
+        path = self.path
+        self.close()
+        shutil.rmtree(path, ignore_errors=True)
+        return RocksDBTaskState.open(path)
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

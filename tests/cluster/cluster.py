@@ -7,6 +7,8 @@ workers share no local disk, as two machines would not: the same path (``node_di
 different, empty directory on each worker and on the driver. Under ``node_dir`` each worker has
 ``work`` (its work dir: executor logs, fetched files), ``spark-local`` (``SPARK_LOCAL_DIRS``:
 shuffle and blocks) and ``state`` (the worker-local state directory an application may use).
+Each worker (and its executors) also has a loopback address of its own, ``127.0.0.<i+2>``
+(:func:`worker_host`): Spark takes executors with one host name for executors sharing a disk.
 
 ``s3_server`` runs moto's S3 server in its own process (Spark executors, other processes, must
 reach it) and creates a bucket.
@@ -42,12 +44,24 @@ SPARK_HOME = Path(__import__("pyspark").__file__).resolve().parent
 """The installed ``pyspark`` package: it holds ``bin/spark-class`` and ``jars``."""
 
 LOCALHOST = "127.0.0.1"
+"""The master, the driver and the S3 server listen here."""
+
+
+def worker_host(i: int) -> str:
+    """Worker ``i``'s address: a loopback address of its own (``127.0.0.<i+2>``), as if
+    every worker were a machine of its own. Spark treats executors on one host as sharing a
+    disk (``spark.shuffle.readHostLocalDisk``: a reducer reads another executor's shuffle
+    files straight from its directories), which private disks would break."""
+    if not 0 <= i < 250:
+        raise ValueError(f"no loopback address for worker {i}")
+    return f"127.0.0.{i + 2}"
 
 
 def free_port() -> int:
-    """A TCP port nobody listens on right now (it may be taken again before it is used)."""
+    """A TCP port nobody listens on right now, on any address (it may be taken again before
+    it is used)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOCALHOST, 0))
+        s.bind(("", 0))
         return int(s.getsockname()[1])
 
 
@@ -159,6 +173,7 @@ class WorkerProcess:
 
     index: int
     name: str
+    host: str
     process: subprocess.Popen[bytes]
     webui_port: int
     log_path: Path
@@ -166,6 +181,7 @@ class WorkerProcess:
     started_at: float
     mnt_ns: str | None = None
     killed_at: float | None = None
+    frozen: bool = False
     gone: bool = False
 
     @property
@@ -278,15 +294,18 @@ class SparkCluster:
             f"cd {node}\nmkdir -p work spark-local state\necho {name} > NODE\n"
             'exec "$0" org.apache.spark.deploy.worker.Worker "$@"\n'
         )
-        ui = free_port()
+        ui, host = free_port(), worker_host(i)
         log_path = self.base_dir / f"{name}.log"
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
-                 str(SPARK_HOME / "bin" / "spark-class"), self.master_url, "--host", LOCALHOST,
+                 str(SPARK_HOME / "bin" / "spark-class"), self.master_url, "--host", host,
                  "--cores", str(self.cores_per_worker), "--memory", self.worker_memory,
                  "--work-dir", str(self.node_dir / "work"), "--webui-port", str(ui)],
                 env=_spark_env({
+                    # the worker and its executors bind and advertise this address
+                    "SPARK_LOCAL_IP": host,
+                    "SPARK_LOCAL_HOSTNAME": host,
                     "SPARK_WORKER_OPTS": _java_opts(self.worker_opts),
                     "SPARK_LOCAL_DIRS": str(self.node_dir / "spark-local"),
                     "STREAMTABLE_NODE": name,
@@ -295,7 +314,8 @@ class SparkCluster:
                 cwd=self.base_dir, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
-        worker = WorkerProcess(i, name, proc, ui, log_path, self.node_dir, time.monotonic())
+        worker = WorkerProcess(i, name, host, proc, ui, log_path, self.node_dir,
+                               time.monotonic())
         if i < len(self.workers):
             self.workers[i] = worker
         else:
@@ -323,6 +343,13 @@ class SparkCluster:
         self._check_namespaces()
         log.info("restarted %s in %.1fs", worker.name, time.monotonic() - t0)
         return worker
+
+    def worker_state(self, i: int) -> str | None:
+        """The master's state of worker ``i`` (``ALIVE``, ``DEAD``...), None if unknown."""
+        address = f"http://{self.workers[i].host}:{self.workers[i].webui_port}"
+        states = [w.get("state") for w in self.status().get("workers", [])
+                  if w.get("webuiaddress") == address]
+        return states[-1] if states else None
 
     def applications(self) -> list[dict[str, Any]]:
         """The master's active applications."""
@@ -363,16 +390,28 @@ class SparkCluster:
                  {p: describe(c) for p, c in victims.items()})
         return victims
 
+    def freeze_worker(self, i: int) -> dict[int, str]:
+        """SIGSTOP every process of worker ``i``: a hung machine or a network partition.
+        Its connections stay open, so only timeouts notice (master: ``spark.worker.timeout``;
+        driver: ``spark.network.timeout``). End it with :meth:`kill_worker`."""
+        w = self.workers[i]
+        frozen = w.processes()
+        w.frozen = True
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        log.info("froze worker %d: %s", i, {p: describe(c) for p, c in frozen.items()})
+        return frozen
+
     def stop(self, grace: float = 15.0) -> None:
         """Stop workers (and their executors), then the master; SIGKILL what does not
         stop within ``grace`` seconds."""
         for w in self.workers:
             if w.gone:  # killed: its pid may be another process's by now
                 continue
-            _terminate_group(w.pid, grace)
-            if w.process.poll() is None:
-                w.process.wait(timeout=10)
+            if not w.frozen:  # a stopped process does not act on SIGTERM
+                _terminate_group(w.pid, grace)
             _kill_all(w.processes)  # Python daemons outlive a terminated worker a moment
+            w.process.wait(timeout=10)
             w.gone = True
         _terminate_group(self.master.pid, grace)
         if self.master.poll() is None:
@@ -420,6 +459,7 @@ def spark_cluster(
     master_opts: Mapping[str, str] | None = None,
     worker_opts: Mapping[str, str] | None = None,
     worker_env: Mapping[str, str] | None = None,
+    worker_timeout: int | None = None,
     timeout: float = 120.0,
 ) -> Iterator[SparkCluster]:
     """Start a standalone master and ``workers`` workers of ``cores`` cores and ``memory``
@@ -429,8 +469,12 @@ def spark_cluster(
     Each worker runs in its own mount namespace with a private tmpfs over ``node_dir`` and (with
     ``private_tmp``) over ``/tmp``: its work dir, ``SPARK_LOCAL_DIRS`` and the worker-local
     state dir live there. Every worker and its executors see ``STREAMTABLE_NODE=worker-<i>``.
-    ``master_opts``/``worker_opts`` are Spark properties for the daemons (e.g.
-    ``spark.worker.timeout``). Logs: ``base_dir/master.log``, ``base_dir/worker-<i>.log``.
+    ``master_opts``/``worker_opts`` are Spark properties for the daemons.
+    ``worker_timeout`` (seconds; Spark's default 60) sets ``spark.worker.timeout`` on the
+    master *and* the workers: a master that alone has a short timeout drops healthy workers,
+    who send a heartbeat every quarter of *their* timeout. It only matters for a worker that
+    hangs (:meth:`SparkCluster.freeze_worker`): a killed one closes its connection and the
+    master drops it at once. Logs: ``base_dir/master.log``, ``base_dir/worker-<i>.log``.
     """
     if os.geteuid() != 0:
         raise RuntimeError("spark_cluster needs root: workers get private mount namespaces")
@@ -441,6 +485,10 @@ def spark_cluster(
     # the same path on every worker, a private tmpfs on each; on the driver, an empty directory
     node_dir = base / "node"
     node_dir.mkdir(exist_ok=True)
+    master_opts, worker_opts = dict(master_opts or {}), dict(worker_opts or {})
+    if worker_timeout is not None:
+        master_opts["spark.worker.timeout"] = worker_opts["spark.worker.timeout"] = \
+            str(worker_timeout)
     master_port, master_ui = free_port(), free_port()
     master_url = f"spark://{LOCALHOST}:{master_port}"
 
@@ -449,13 +497,13 @@ def spark_cluster(
     master = subprocess.Popen(
         [str(SPARK_HOME / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
          "--host", LOCALHOST, "--port", str(master_port), "--webui-port", str(master_ui)],
-        env=_spark_env({"SPARK_MASTER_OPTS": _java_opts(master_opts or {})}), cwd=base,
+        env=_spark_env({"SPARK_MASTER_OPTS": _java_opts(master_opts)}), cwd=base,
         stdin=subprocess.DEVNULL, stdout=master_log, stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     cluster = SparkCluster(
         master_url, f"http://{LOCALHOST}:{master_ui}", master, [], base, node_dir, cores,
-        memory, private_tmp, dict(worker_opts or {}), dict(worker_env or {}),
+        memory, private_tmp, worker_opts, dict(worker_env or {}),
     )
     try:
         wait_until(lambda: _http_ok(cluster.master_webui_url + "/json/") or master.poll(),
@@ -473,8 +521,10 @@ def spark_cluster(
                  master_url, cluster.timings["master_s"], workers, cluster.timings["workers_s"])
         yield cluster
     finally:
-        cluster.stop()
-        master_log.close()
+        try:
+            cluster.stop()
+        finally:
+            master_log.close()
         leaked = cluster.processes()
         if leaked:
             log.error("spark cluster left processes behind: %s", leaked)

@@ -62,6 +62,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """Master and two 1-core workers sharing no local disk, for a whole module."""
     with spark_cluster(workers=2, cores=1, base_dir=cluster_base_dir(tmp_path_factory)) as c:
         yield c
+    assert not c.processes(), f"processes left behind: {c.processes()}"
 
 
 @pytest.fixture(scope="module")

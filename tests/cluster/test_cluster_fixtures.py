@@ -18,6 +18,7 @@ from tests.cluster.cluster import (
     SparkCluster,
     describe,
     executor_count,
+    spark_cluster,
     wait_for_executors,
     wait_until,
 )
@@ -27,18 +28,20 @@ pytestmark = pytest.mark.cluster
 log = logging.getLogger(__name__)
 
 PROBE_SCHEMA = ("partition long, attempt long, node string, node_file string, host string, "
-                "pid long, executor_pid long, started double, listing array<string>")
+                "address string, pid long, executor_pid long, started double, "
+                "listing array<string>")
 
 
 def probe(state_dir: str, s3_prefix: str | None = None, sleep: float = 1.0,
           write_state: bool = False) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """A ``mapInArrow`` function returning, per task, where it ran: the node (environment and
-    the ``NODE`` file in the node's private dir), host name, Python pid, executor JVM pid and
-    the names in the worker-local state dir. It writes ``state_dir/probe-<partition>`` with
-    ``write_state`` and a JSON object ``<s3_prefix>/started/<partition>-<attempt>`` (when
-    the task starts) and ``<s3_prefix>/part-<partition>.json`` (at its end) with
-    ``s3_prefix``; executors reach S3 through ``AWS_ENDPOINT_URL`` (``spark.executorEnv``).
-    It holds its core ``sleep`` seconds so that every executor gets tasks."""
+    the ``NODE`` file in the node's private dir), host name, the worker's address, Python pid,
+    executor JVM pid and the names in the worker-local state dir. With ``write_state`` it
+    writes ``state_dir/probe-<partition>``; with ``s3_prefix`` it writes the JSON objects
+    ``<s3_prefix>/started/<partition>-<attempt>`` (when the task starts) and
+    ``<s3_prefix>/part-<partition>.json`` (at its end): executors reach S3 through
+    ``AWS_ENDPOINT_URL`` (``spark.executorEnv``). It holds its core ``sleep`` seconds so that
+    every executor gets tasks."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import json
@@ -72,7 +75,8 @@ def probe(state_dir: str, s3_prefix: str | None = None, sleep: float = 1.0,
         info = {
             "partition": partition, "attempt": attempt, "node": node,
             "node_file": (state.parent / "NODE").read_text().strip(),
-            "host": socket.gethostname(), "pid": os.getpid(), "executor_pid": executor_pid,
+            "host": socket.gethostname(), "address": os.environ.get("SPARK_LOCAL_IP"),
+            "pid": os.getpid(), "executor_pid": executor_pid,
             "started": started, "listing": sorted(os.listdir(state)),
         }
         if s3 is not None:
@@ -102,10 +106,15 @@ def test_executors_on_both_workers_reach_s3(cluster: SparkCluster, s3: S3Server,
 
     assert sorted(r["partition"] for r in rows) == list(range(8))
     assert {r["node"] for r in rows} == {"worker-0", "worker-1"}
+    hosts = {w.name: w.host for w in cluster.workers}
     for r in rows:
         assert r["node_file"] == r["node"]  # the node dir it sees is its own worker's
         assert r["executor_pid"] in executors[r["node"]]
+        assert r["address"] == hosts[r["node"]]
         assert r["host"]
+    executor_hosts = {e.host() for e in
+                      cluster_spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()}
+    assert set(hosts.values()) <= executor_hosts, executor_hosts
 
     # the driver reads back what the executors wrote: through the explicit file system...
     s3fs = s3.filesystem()
@@ -151,6 +160,18 @@ def test_workers_share_no_local_disk(cluster: SparkCluster, cluster_spark: Any) 
             assert not w.exists(cluster.state_dir / name)
     assert cluster.state_dir.parent.is_dir()
     assert not any(cluster.state_dir.parent.iterdir()), list(cluster.state_dir.parent.iterdir())
+
+
+def test_shuffle_between_workers(cluster: SparkCluster, cluster_spark: Any) -> None:
+    """Shuffle blocks travel between the workers over the network: Spark reads another
+    executor's shuffle files from disk only when both have one host, which the workers do
+    not (each has its address), as their disks are private."""
+    from pyspark.sql import functions as F
+
+    wait_for_executors(cluster_spark, 2)
+    counts = (cluster_spark.range(100_000, numPartitions=8)
+              .groupBy((F.col("id") % 97).alias("k")).count().collect())
+    assert len(counts) == 97 and sum(r["count"] for r in counts) == 100_000
 
 
 def test_job_outlives_a_killed_worker(cluster: SparkCluster, s3: S3Server,
@@ -230,3 +251,23 @@ def test_job_outlives_a_killed_worker(cluster: SparkCluster, s3: S3Server,
     rows = run_probe(cluster_spark, 8, probe(str(cluster.state_dir), sleep=1.0))
     assert {r["node"] for r in rows} == {"worker-0", "worker-1"}
     assert all(r["listing"] == [] for r in rows if r["node"] == "worker-0")
+
+
+def test_master_drops_a_frozen_worker_after_worker_timeout(tmp_path: Any) -> None:
+    """A hung worker (SIGSTOP: its connections stay open) is noticed by the heartbeat timeout
+    only: with ``spark.worker.timeout`` 5 s on master and workers the master drops it after
+    about 1.5 timeouts, while the healthy worker stays alive."""
+    timeout = 5
+    with spark_cluster(workers=2, worker_timeout=timeout, base_dir=tmp_path) as c:
+        c.freeze_worker(0)
+        t0 = time.monotonic()
+        wait_until(lambda: c.worker_state(0) == "DEAD", 12 * timeout, "worker-0 to be dropped")
+        dropped = time.monotonic() - t0
+        log.info("master dropped the frozen worker after %.1fs (spark.worker.timeout=%ds)",
+                 dropped, timeout)
+        assert dropped < 4 * timeout
+        time.sleep(2 * timeout)
+        assert c.worker_state(1) == "ALIVE"
+        assert len(c.alive_workers()) == 1
+        c.kill_worker(0)
+    assert not c.processes()

@@ -40,7 +40,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SPARK_HOME = Path(__import__("pyspark").__file__).resolve().parent
+SPARK_HOME = Path(str(__import__("pyspark").__file__)).resolve().parent
 """The installed ``pyspark`` package: it holds ``bin/spark-class`` and ``jars``."""
 
 LOCALHOST = "127.0.0.1"
@@ -192,6 +192,8 @@ class WorkerProcess:
     def processes(self) -> dict[int, str]:
         """Live processes of this worker: the worker JVM, its executors and their Python
         daemons and workers (pid -> command line)."""
+        if self.gone:  # its pid and namespace inode may belong to new processes by now
+            return {}
         procs = process_group(self.pid)
         if self.mnt_ns is not None:
             procs.update(namespace_processes(self.mnt_ns))
@@ -373,9 +375,11 @@ class SparkCluster:
         executors notice the lost worker and exit by themselves. The call returns once no
         process of the worker is left (or raises ``TimeoutError``)."""
         w = self.workers[i]
+        if w.gone:
+            return {}
         victims = w.processes()
         w.killed_at = time.monotonic()
-        if mode == "machine":
+        if mode == "machine" or w.frozen:  # stopped processes would not notice anything
             _kill_all(w.processes)
         elif mode == "group":
             os.killpg(w.pid, signal.SIGKILL)

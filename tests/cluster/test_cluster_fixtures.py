@@ -23,13 +23,15 @@ from tests.cluster.cluster import (
     wait_until,
 )
 
+import streamtable
+
 pytestmark = pytest.mark.cluster
 
 log = logging.getLogger(__name__)
 
 PROBE_SCHEMA = ("partition long, attempt long, node string, node_file string, host string, "
                 "address string, pid long, executor_pid long, started double, "
-                "listing array<string>")
+                "listing array<string>, streamtable string")
 
 
 def probe(state_dir: str, s3_prefix: str | None = None, sleep: float = 1.0,
@@ -54,7 +56,10 @@ def probe(state_dir: str, s3_prefix: str | None = None, sleep: float = 1.0,
         from pyarrow import fs
         from pyspark import TaskContext
 
+        import streamtable  # executors import the project (spark_session's PYTHONPATH)
+
         ctx = TaskContext.get()
+        assert ctx is not None
         partition, attempt = ctx.partitionId(), ctx.attemptNumber()
         for _ in batches:
             pass
@@ -78,6 +83,7 @@ def probe(state_dir: str, s3_prefix: str | None = None, sleep: float = 1.0,
             "host": socket.gethostname(), "address": os.environ.get("SPARK_LOCAL_IP"),
             "pid": os.getpid(), "executor_pid": executor_pid,
             "started": started, "listing": sorted(os.listdir(state)),
+            "streamtable": streamtable.__file__,
         }
         if s3 is not None:
             with s3.open_output_stream(f"{root}/part-{partition}.json") as out:
@@ -112,6 +118,7 @@ def test_executors_on_both_workers_reach_s3(cluster: SparkCluster, s3: S3Server,
         assert r["executor_pid"] in executors[r["node"]]
         assert r["address"] == hosts[r["node"]]
         assert r["host"]
+        assert r["streamtable"] == streamtable.__file__
     executor_hosts = {e.host() for e in
                       cluster_spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()}
     assert set(hosts.values()) <= executor_hosts, executor_hosts

@@ -58,10 +58,12 @@ def source_rows(records, partitions: int, start: int = 0, topic: str = "in"):
     return rows
 
 
-def run_spark(spark, topology, records, cuts, partitions, cache, state_dir, app_id):
+def run_spark(spark, topology, records, cuts, partitions, cache, state_dir, app_id,
+              dsl_store="in_memory"):
     output = MemoryOutput()
     app = StreamsApp(topology, app_id, state_dir=state_dir, spark=spark, output=output,
-                     config={"cache.max.bytes.buffering": 10_000_000 if cache else 0})
+                     config={"cache.max.bytes.buffering": 10_000_000 if cache else 0,
+                             "default.dsl.store": dsl_store})
     app.prepare({"in": partitions})
     bounds = [0, *cuts, len(records)]
     for batch, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):

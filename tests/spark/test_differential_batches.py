@@ -4,6 +4,7 @@ Inputs are split into random micro-batches over several partitions, placed by ke
 producers place them. Timestamps increase with the input, so every task sees its records in the
 driver's order: without caching, every key's sequence of output values is the driver's; with
 caching (per-batch compaction) the final value per key is. Final stores are always equal.
+Some seeds keep the tasks' working copies in RocksDB instead of dicts.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ def test_random_topology_matches_driver(spark, tmp_path, seed):
     records = random_input(seed, case, n=60)
     rng = random.Random(seed)
     cache = seed % 2 == 0
+    dsl_store = "rocksDB" if seed % 4 in (1, 2) else "in_memory"
     partitions = rng.choice([1, 2, 3])
     cuts = sorted(rng.sample(range(1, len(records)), rng.randint(0, 2)))
     driver, expected = run_driver(case.topology, records, case.outputs, cache)
     app, output = run_spark(spark, case.topology, records, cuts, partitions, cache,
-                            str(tmp_path), f"diff-{seed}")
-    info = f"{case.description} P={partitions} cache={cache} cuts={cuts}"
+                            str(tmp_path), f"diff-{seed}", dsl_store)
+    info = f"{case.description} P={partitions} cache={cache} cuts={cuts} {dsl_store}"
     for store in case.stores:
         assert app.store(store).to_dict() == driver.get_key_value_store(store).to_dict(), info
     for topic in case.outputs:
@@ -55,7 +57,8 @@ def test_replayed_batches_change_nothing(spark, tmp_path, seed):
     driver, expected = run_driver(case.topology, records, case.outputs, cache=True)
     output = MemoryOutput()
     app = StreamsApp(case.topology, f"replay-{seed}", state_dir=str(tmp_path), spark=spark,
-                     output=output)
+                     output=output, config={"default.dsl.store":
+                                            "rocksDB" if seed == 101 else "in_memory"})
     app.prepare({"in": 2})
     batches = [records[0:15], records[15:30], records[30:45]]
     frames = [spark.createDataFrame(source_rows(b, 2, start=15 * i), SOURCE_SCHEMA)

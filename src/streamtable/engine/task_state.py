@@ -32,6 +32,7 @@ class TaskState:
     delta_entries_since_snapshot: int = 0
     location: str = ""  # where the persistence keeps this task's state
     task: tuple[int, int] = (-1, -1)  # (sub-topology, task) when checked out
+    listing: list[str] | None = None  # the persistence's file names seen at checkout
 
     def store(self, name: str) -> InMemoryKeyValueStore:
         s = self.stores.get(name)

@@ -119,7 +119,8 @@ class TaskStateStore:
     # -- loading ---------------------------------------------------------------------------
     def load(self, cached: TaskState | None, version: int) -> TaskState:
         """The state after batch ``version``, reusing ``cached`` when it is a valid prefix."""
-        files = [f for f in _chain(self._names()) if f.batch <= version]
+        names = self._names()
+        files = [f for f in _chain(names) if f.batch <= version]
         if (cached is not None and cached.version <= version and self._valid(cached, files)
                 and not any(f.snapshot for f in files if f.batch > cached.version)):
             for f in files:
@@ -127,9 +128,11 @@ class TaskStateStore:
                     self._apply(cached, f)
             cached.version = version
             cached.committed()
+            cached.listing = names
             return cached
         state = self._rebuild(files, version, cached)
         state.committed()
+        state.listing = names
         return state
 
     @staticmethod
@@ -179,7 +182,10 @@ class TaskStateStore:
         state.batches_since_snapshot += 1
         state.delta_entries_since_snapshot += changed
         snapshot = self.should_snapshot(state)
-        names = self._names()
+        # the listing of the checkout: between checkout and commit, only another attempt of
+        # this very batch writes here, and its files are replaced below either way
+        names = state.listing if state.listing is not None else self._names()
+        state.listing = None
         # files of this batch from an earlier attempt, and of later batches (a run that went
         # further before its checkpoint was reset): none of them may count any more
         stale = [n for n in names if n.endswith((".delta", ".snap"))

@@ -166,12 +166,19 @@ class RocksDBKeyValueStore:
         self._clean.clear()
         return changes
 
-    def restore(self, items: dict[Any, Any]) -> None:
-        """Apply a delta (``None`` deletes) without recording it as a change."""
+    def restore(self, items: dict[Any, Any], fresh: bool = False) -> None:
+        """Apply a delta (``None`` deletes) without recording it as a change. ``fresh``: the
+        keys are known to be absent (a snapshot into an empty store)."""
         if self._dirty:
             raise RuntimeError(f"store {self.name!r}: restore over unflushed writes")
         batch = self._copy.pending()
         prefix = self._prefix
+        if fresh:
+            for k, v in items.items():
+                batch.put(prefix + _encode_key(k), pickle.dumps(v, _PROTOCOL))
+            self._count += len(items)
+            self._copy.flush()
+            return
         db = self._copy.db
         for k, v in items.items():
             raw_key = prefix + _encode_key(k)
@@ -226,11 +233,21 @@ class RocksDBTaskState(TaskState):
 
     @classmethod
     def open_slot(cls, directory: str) -> RocksDBTaskState:
-        """The first copy under ``directory`` that no other process holds."""
+        """The copy under ``directory`` that was committed last if no other process holds it,
+        else the first free one."""
+        slots = [f"slot-{n}" for n in range(MAX_SLOTS)]
+        try:
+            with open(os.path.join(directory, "latest"), encoding="ascii") as f:
+                latest = f.read().strip()
+            if latest in slots:
+                slots.remove(latest)
+                slots.insert(0, latest)
+        except OSError:
+            pass
         errors = []
-        for slot in range(MAX_SLOTS):
+        for slot in slots:
             try:
-                return cls.open(os.path.join(directory, f"slot-{slot}"))
+                return cls.open(os.path.join(directory, slot))
             except Exception as e:  # held by another live process (RocksDB's LOCK)
                 errors.append(str(e))
         raise RuntimeError(f"no free RocksDB slot under {directory}: {errors[-1]}")
@@ -282,6 +299,12 @@ class RocksDBTaskState(TaskState):
 
     def committed(self) -> None:
         self.flush(self.version, self.nonce)
+        # which slot holds the newest copy: a restarted worker opens it first
+        directory, slot = os.path.split(self.path)
+        tmp = os.path.join(directory, f".latest-{os.getpid()}")
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(slot)
+        os.replace(tmp, os.path.join(directory, "latest"))
 
     def cleared(self) -> RocksDBTaskState:
         """This copy, emptied (to be rebuilt from a snapshot)."""

@@ -134,8 +134,9 @@ class InMemoryKeyValueStore:
         changes, self._changes = self._changes, {}
         return changes
 
-    def restore(self, items: dict[Any, Any]) -> None:
-        """Apply a delta (``None`` deletes) without recording it as a change."""
+    def restore(self, items: dict[Any, Any], fresh: bool = False) -> None:
+        """Apply a delta (``None`` deletes) without recording it as a change (``fresh``: the
+        keys are known to be absent)."""
         data = self._data
         for k, v in items.items():
             if v is None:

@@ -169,7 +169,7 @@ class TaskStateStore:
         for store_name, changes in chunks:
             if not f.snapshot:
                 state.delta_entries_since_snapshot += len(changes)
-            state.store(store_name).restore(changes)
+            state.store(store_name).restore(changes, fresh=f.snapshot)
         state.stream_time = state.written_stream_time = header["stream_time"]
         state.nonce = f.nonce
 

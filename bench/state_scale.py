@@ -177,8 +177,8 @@ def _append(path: Path, rows: list[dict[str, Any]], argv: list[str]) -> None:
         "", f"## Table state at scale ({time.strftime('%Y-%m-%d')})", "",
         f"`python -m bench.state_scale {' '.join(argv)}` — one run, local[2], development "
         "broker. Python-worker memory is the peak PSS of Spark's Python workers while the "
-        "application builds the state; restart is from launching a new process on that state "
-        "to the end of the batch with the new records (Spark start included).", "",
+        "application builds the state; restart is from the start of a new application process "
+        "on that state to the end of the batch with the new records (Spark start included).", "",
         "| working copy | keys | build (s) | worker PSS building (MB) | restart to batch done "
         "(s) | of which Spark start (s) | batch (s) | worker PSS after restart (MB) | the same "
         "with 1,000 keys (MB) | state's share (MB) | restart with 1,000 keys (s) |",

@@ -275,7 +275,7 @@ def build_query(spark: Any, topology: Any, app_id: str, source_dir: str, source_
     p = s0.partitions
     if int(spark.conf.get("spark.sql.shuffle.partitions")) != p:
         raise ValueError(f"set spark.sql.shuffle.partitions to the task count {p}")
-    labels = F.array(*[F.lit(x).cast("long") for x in routing_labels(spark, p)])
+    labels = F.array(*[F.lit(x).cast("long") for x in routing_labels(p)])
     blob = cloudpickle.dumps(topology)
 
     def spec(stage: Any, passthrough: bool) -> StageSpec:

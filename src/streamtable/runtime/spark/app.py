@@ -172,7 +172,7 @@ class StreamsApp:
                           dead_letters=bool(self.config.dead_letter_topic))
         for stage in plan.stages:
             if stage.partitions not in plan.labels:
-                plan.labels[stage.partitions] = routing_labels(self.spark, stage.partitions)
+                plan.labels[stage.partitions] = routing_labels(stage.partitions)
         self._plan = plan
         return plan
 

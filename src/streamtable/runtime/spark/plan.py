@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from streamtable.engine.wiring import stage_order, upstream_of
 from streamtable.errors import TopologyError
@@ -87,18 +86,51 @@ def plan_query(topology: Topology, application_id: str,
     )
 
 
-def routing_labels(spark: Any, partitions: int) -> list[int]:
-    """Values ``L[t]`` with ``pmod(hash(L[t]), partitions) == t`` under Spark's own hash, so that
-    ``repartition(partitions, label)`` puts task ``t`` on Spark partition ``t``."""
-    from pyspark.sql import functions as F
+_M32 = 0xFFFFFFFF
 
-    rows = (spark.range(0, 64 * partitions)
-            .select("id", F.expr(f"pmod(hash(id), {partitions})").alias("t"))
-            .collect())
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _mix_k1(k1: int) -> int:
+    return (_rotl((k1 * 0xCC9E2D51) & _M32, 15) * 0x1B873593) & _M32
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _M32
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark SQL's ``hash()`` of a bigint (Murmur3 x86_32 ``hashLong``, seed 42), as a signed
+    32-bit integer.
+
+    >>> spark_hash_long(0), spark_hash_long(1)
+    (-1670924195, -1712319331)
+    """
+    value &= 0xFFFFFFFFFFFFFFFF
+    h1 = _mix_h1(seed & _M32, _mix_k1(value & _M32))
+    h1 = _mix_h1(h1, _mix_k1(value >> 32))
+    h1 ^= 8
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _M32
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _M32
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def routing_labels(partitions: int) -> list[int]:
+    """Values ``L[t]`` with ``pmod(hash(L[t]), partitions) == t`` under Spark's own hash, so that
+    ``repartition(partitions, label)`` puts task ``t`` on Spark partition ``t`` (computed here,
+    without a Spark job).
+
+    >>> routing_labels(3)
+    [3, 0, 1]
+    """
     labels: dict[int, int] = {}
-    for r in rows:
-        labels.setdefault(int(r["t"]), int(r["id"]))
-    missing = [t for t in range(partitions) if t not in labels]
-    if missing:
-        raise RuntimeError(f"no routing label found for tasks {missing}")
+    candidate = 0
+    while len(labels) < partitions:
+        labels.setdefault(spark_hash_long(candidate) % partitions, candidate)
+        candidate += 1
     return [labels[t] for t in range(partitions)]

@@ -313,6 +313,7 @@ class StreamsApp:
 
         spark = self.spark
         plan = self.prepare()
+        _warm_up_python_workers(spark, max(s.partitions for s in plan.stages))
         register(spark)
         reader = (spark.readStream.format("streamtable-kafka")
                   .option("bootstrap.servers", self.config["bootstrap.servers"])
@@ -389,6 +390,27 @@ class StreamsApp:
 
 
 _LISTENERS: set[int] = set()
+
+
+def _warm_workers(batches: Any) -> Any:
+    import streamtable.runtime.spark.stage  # noqa: F401  (what the first batch needs)
+
+    yield from batches
+
+
+def _warm_up_python_workers(spark: Any, workers: int) -> None:
+    """Start Spark's Python workers in the background while the query starts, so the first
+    batch finds them running (a job of ``workers`` tiny tasks)."""
+    import threading
+
+    def warm() -> None:
+        try:
+            (spark.range(0, workers, numPartitions=workers)
+             .mapInArrow(_warm_workers, "id long").collect())
+        except Exception as e:  # the first batch starts them anyway and reports any error
+            log.debug("warming up the Python workers failed: %s", e)
+
+    threading.Thread(target=warm, name="streamtable-warm-up", daemon=True).start()
 
 
 def _ensure_progress_listener(spark: Any) -> None:

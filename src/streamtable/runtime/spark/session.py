@@ -12,12 +12,14 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+# a sitecustomize for Spark's Python processes: pyspark from the installed package (see there)
+_WORKER_SITE = str(Path(__file__).resolve().parent / "worker_site")
 
 
 def worker_pythonpath() -> str:
     """PYTHONPATH for Python workers: streamtable itself plus the driver's import path, so
     workers import the same application modules."""
-    entries = [_PACKAGE_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
+    entries = [_WORKER_SITE, _PACKAGE_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
     existing = os.environ.get("PYTHONPATH")
     if existing:
         entries.append(existing)
@@ -50,6 +52,8 @@ def spark_session(master: str | None = None, app_name: str = "streamtable",
         # an array column (headers) that costs time quadratic in the rows of a task
         .config("spark.sql.execution.arrow.maxBytesPerBatch", "2147483647")
         .config("spark.python.worker.reuse", "true")
+        # workers fork from a daemon that has imported streamtable's stage code already
+        .config("spark.python.daemon.module", "streamtable.runtime.spark.daemon")
         # starting a Python task costs about half as much over a Unix domain socket
         .config("spark.python.unix.domain.socket.enabled", "true")
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])

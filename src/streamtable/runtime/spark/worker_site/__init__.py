@@ -1,0 +1,1 @@
+"""A directory put on the PYTHONPATH of the Python processes Spark starts (see sitecustomize)."""

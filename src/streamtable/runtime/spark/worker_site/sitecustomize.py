@@ -1,0 +1,45 @@
+"""Run at the start of every Python process Spark starts for streamtable (the session puts this
+directory on their PYTHONPATH): import pyspark and py4j from the installed packages, with their
+bytecode cache, rather than from the ``pyspark.zip`` Spark puts first on the path, which Python
+compiles anew in every process (about 0.75 s per process here).
+
+Only when the zip is the installed package's own (``SPARK_HOME`` is the pip-installed
+``pyspark``): the code is then the same. A ``sitecustomize`` further down the path still runs.
+"""
+
+import os
+import sys
+
+
+def _prefer_installed_pyspark() -> None:
+    zips = [p for p in sys.path if os.path.basename(p) == "pyspark.zip"
+            or (os.path.basename(p).startswith("py4j-") and p.endswith("-src.zip"))]
+    if not zips:
+        return
+    for entry in sys.path:
+        if entry in zips or not entry:
+            continue
+        package = os.path.join(entry, "pyspark")
+        if os.path.isfile(os.path.join(package, "__init__.py")):
+            if any(os.path.dirname(z) == os.path.join(package, "python", "lib") for z in zips):
+                sys.path[:] = [p for p in sys.path if p not in zips] + zips
+            return
+
+
+def _chain() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    module = sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # noqa: F401  (another one, if any)
+    except ImportError:
+        pass
+    finally:
+        sys.path[:] = saved
+        if module is not None:
+            sys.modules["sitecustomize"] = module
+
+
+_prefer_installed_pyspark()
+_chain()

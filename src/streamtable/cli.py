@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from streamtable.config import StreamsConfig
+from streamtable.config import ConfigError, StreamsConfig
 from streamtable.topology.graph import Topology
 
 if TYPE_CHECKING:
@@ -298,7 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except ConfigError as e:
+        print(f"streamtable: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

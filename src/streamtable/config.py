@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "default.dsl.store": "in_memory",
     # the cap of one micro-batch (Spark runtime): large batches when behind, small when caught up
     "max.records.per.batch": 500_000,
+    # the first batch after a start (Spark runtime; None: a sixteenth of max.records.per.batch),
+    # growing fourfold per batch up to max.records.per.batch
+    "first.batch.records": None,
     "serving.url": None,  # the serving store: postgresql://... or a SQLite file (None: state.dir)
 }
 
@@ -43,13 +46,39 @@ DEFAULTS: dict[str, Any] = {
 CACHE_BYTES_PER_ENTRY = 256
 
 
+class ConfigError(ValueError):
+    """A setting streamtable does not know (the message suggests the closest known one)."""
+
+
+def _check_key(key: str) -> None:
+    if key in DEFAULTS:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(key, DEFAULTS, n=1, cutoff=0.75)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ConfigError(
+        f"unknown setting {key!r}: {hint}streamtable's settings are "
+        f"{', '.join(sorted(DEFAULTS))}")
+
+
 class StreamsConfig:
-    """Read-only view over user settings with Kafka Streams' defaults."""
+    """Read-only view over user settings with Kafka Streams' defaults. An unknown key is an
+    error (a misspelt setting would otherwise be ignored); keys may use ``_`` for ``.``.
+
+    >>> try:
+    ...     StreamsConfig({"proccessing.exception.handler": "continue"})
+    ... except ConfigError as e:
+    ...     print(str(e).split("?")[0])
+    unknown setting 'proccessing.exception.handler': did you mean 'processing.exception.handler'
+    """
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         self._values = dict(DEFAULTS)
         for k, v in (settings or {}).items():
-            self._values[k.replace("_", ".") if k not in DEFAULTS and "." not in k else k] = v
+            key = k.replace("_", ".") if k not in DEFAULTS and "." not in k else k
+            _check_key(key)
+            self._values[key] = v
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._values.get(key, default)

@@ -25,6 +25,7 @@ from streamtable.engine.ports import (
     ServingStore,
     TaskStatePersistence,
 )
+from streamtable.errors import StreamsError
 from streamtable.kafka.output import KafkaOutput
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
@@ -43,6 +44,10 @@ from streamtable.storage import join
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
+
+
+class ApplicationFailedError(StreamsError):
+    """The application's query died; what it serves is no longer kept up to date."""
 
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
 
@@ -113,6 +118,7 @@ class StreamsApp:
         self._output = output
         self.development_broker = development_broker
         self._query: Any = None
+        self._failure: Any = None  # the error the last query died of
         self._plan: QueryPlan | None = None
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
@@ -343,6 +349,7 @@ class StreamsApp:
         _ensure_progress_listener(spark)
         check_shared_location(spark, self.shared_location)
         self._source_by_partition = True
+        self._failure = None
         self._query = writer.start()
         log.info("started %s on %s: %d stages, tasks %s", self.application_id,
                  spark.sparkContext.master, len(plan.stages),
@@ -352,7 +359,11 @@ class StreamsApp:
     def run_until_caught_up(self, timeout: float | None = None) -> None:
         """Process everything the source topics hold now, then stop."""
         self.start(available_now=True)
-        self.await_termination(timeout)
+        try:
+            self.await_termination(timeout)
+        finally:
+            if not self.is_running:
+                self.stop()
 
     def process_all_available(self) -> None:
         """Block until every record available now has been processed."""
@@ -372,15 +383,31 @@ class StreamsApp:
         """Stop the query; a later ``start()`` resumes from the checkpoint."""
         if self._query is not None:
             self._query.stop()
+            self._failure = self._query.exception()
             self._query = None
+            if self._spark is not None and not self._spark.streams.active:
+                # no query left to report on: a Python listener still registered when the
+                # JVM shuts down would be called after Python's side is gone
+                _remove_progress_listener(self._spark)
 
     def store(self, name: str) -> QueryableStore:
-        """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``)."""
+        """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``). Raises
+        :class:`ApplicationFailedError` once the query has died: a dead application must not
+        look like an empty one."""
+        self._raise_if_failed()
         spec = self.topology.stores.get(name)
         if spec is None or not spec.queryable:
             queryable = sorted(s for s, v in self.topology.stores.items() if v.queryable)
             raise KeyError(f"no queryable store named {name!r}; queryable stores: {queryable}")
         return self.serving.view(name)
+
+    def _raise_if_failed(self) -> None:
+        query = self._query
+        error = self._failure if query is None or query.isActive else query.exception()
+        if error is not None:
+            raise ApplicationFailedError(
+                f"{self.application_id} has stopped: its query failed, so its stores are no "
+                f"longer updated. The error: {error}")
 
     def __enter__(self) -> StreamsApp:
         return self
@@ -389,7 +416,17 @@ class StreamsApp:
         self.stop()
 
 
-_LISTENERS: set[int] = set()
+_LISTENERS: dict[int, Any] = {}
+
+
+def _remove_progress_listener(spark: Any) -> None:
+    listener = _LISTENERS.pop(id(spark), None)
+    if listener is not None:
+        try:  # let the events already posted reach it first
+            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(5000)
+        except Exception as e:
+            log.debug("listener bus not drained: %s", e)
+        spark.streams.removeListener(listener)
 
 
 def _warm_workers(batches: Any) -> Any:
@@ -439,5 +476,6 @@ def _ensure_progress_listener(spark: Any) -> None:
             if event.exception:
                 log.error("query %s failed: %s", event.id, event.exception)
 
-    spark.streams.addListener(_Progress())
-    _LISTENERS.add(id(spark))
+    listener = _Progress()
+    spark.streams.addListener(listener)
+    _LISTENERS[id(spark)] = listener

@@ -1,0 +1,49 @@
+"""A dead application does not look like an empty one; stopping leaves no listener behind."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from tests.spark.kafka_util import new_topics, produce
+
+from streamtable.cli import load_app
+from streamtable.runtime.spark.app import _LISTENERS, ApplicationFailedError, StreamsApp
+
+pytestmark = pytest.mark.spark
+
+
+def _word_count(src: str, out: str):
+    return load_app("examples/word_count/app.py").build_topology(src, out)
+
+
+def test_a_failed_query_makes_store_queries_raise(spark, bootstrap, tmp_path):
+    src, out = new_topics(bootstrap, 2, "dead-lines", "dead-counts")
+    produce(bootstrap, src, [(None, b"plain text is not JSON")])
+    # the default serdes are JSON: the line cannot be decoded and the default handler fails
+    app = StreamsApp(_word_count(src, out), f"dead-{src}", bootstrap, state_dir=tmp_path,
+                     spark=spark, development_broker=True)
+    app.start()
+    deadline = time.monotonic() + 120
+    while app.is_running and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not app.is_running
+    with pytest.raises(ApplicationFailedError, match="cannot decode value"):
+        app.store("counts-store").get("plain")
+    app.stop()
+    with pytest.raises(ApplicationFailedError):  # still, after stop
+        app.store("counts-store").get("plain")
+    assert id(spark) not in _LISTENERS  # no Python listener left for the JVM to call
+
+
+def test_run_until_caught_up_stops_and_unregisters(spark, bootstrap, tmp_path):
+    wc = load_app("examples/word_count/app.py")
+    src, out = new_topics(bootstrap, 2, "ok-lines", "ok-counts")
+    produce(bootstrap, src, [(None, b"a b a")])
+    app = StreamsApp(wc.build_topology(src, out), f"ok-{src}", bootstrap, state_dir=tmp_path,
+                     spark=spark, config={k: v for k, v in wc.config.items()
+                                          if k.startswith("default.")},
+                     development_broker=True)
+    app.run_until_caught_up(timeout=120)
+    assert app.store("counts-store").to_dict() == {"a": 2, "b": 1}
+    assert not app.is_running and id(spark) not in _LISTENERS

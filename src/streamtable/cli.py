@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from streamtable.config import ConfigError, StreamsConfig
+from streamtable.errors import StreamsError
 from streamtable.topology.graph import Topology
 
 if TYPE_CHECKING:
@@ -133,10 +134,16 @@ def _stop_on_signals() -> threading.Event:
 
 def cmd_run(args: argparse.Namespace) -> int:
     app = _streams_app(args)
+    app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
     if args.until_caught_up:
-        app.run_until_caught_up()
-        log.info("caught up; stopped")
+        app.start(available_now=True)
+        while app.is_running and not stop.is_set():
+            stop.wait(0.5)
+        interrupted = stop.is_set() and app.is_running
+        app.stop()
+        app.raise_if_failed()
+        log.info("stopped before catching up" if interrupted else "caught up; stopped")
         return 0
     app.start()
     server = None
@@ -147,6 +154,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.info("interactive queries at %s/stores", server.url)
     while not stop.is_set():
         if not app.is_running:
+            if server is not None:
+                server.stop()
+            app.stop()
+            app.raise_if_failed()
             log.error("the query stopped")
             return 1
         stop.wait(0.5)
@@ -303,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"streamtable: {e}", file=sys.stderr)
         return 2
+    except StreamsError as e:
+        print(f"streamtable: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

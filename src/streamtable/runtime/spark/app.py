@@ -49,6 +49,18 @@ log = logging.getLogger("streamtable.app")
 class ApplicationFailedError(StreamsError):
     """The application's query died; what it serves is no longer kept up to date."""
 
+
+def _reason(error: str) -> str:
+    """The streamtable error inside a query's error (a Spark exception wrapping Python
+    tracebacks), or the first line of it."""
+    import re
+
+    found = re.findall(r"streamtable\.errors\.(\w+): (.+)", error)
+    if found:
+        name, message = found[-1]
+        return f"{name}: {message.strip()}"
+    return "The error: " + (error.strip().splitlines() or ["(none)"])[0]
+
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
 
 __all__ = ["KafkaOutput", "StreamsApp"]
@@ -394,20 +406,21 @@ class StreamsApp:
         """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``). Raises
         :class:`ApplicationFailedError` once the query has died: a dead application must not
         look like an empty one."""
-        self._raise_if_failed()
+        self.raise_if_failed()
         spec = self.topology.stores.get(name)
         if spec is None or not spec.queryable:
             queryable = sorted(s for s, v in self.topology.stores.items() if v.queryable)
             raise KeyError(f"no queryable store named {name!r}; queryable stores: {queryable}")
         return self.serving.view(name)
 
-    def _raise_if_failed(self) -> None:
+    def raise_if_failed(self) -> None:
+        """Raise :class:`ApplicationFailedError` if the query died of an error."""
         query = self._query
         error = self._failure if query is None or query.isActive else query.exception()
         if error is not None:
             raise ApplicationFailedError(
                 f"{self.application_id} has stopped: its query failed, so its stores are no "
-                f"longer updated. The error: {error}")
+                f"longer updated. {_reason(str(error))}")
 
     def __enter__(self) -> StreamsApp:
         return self

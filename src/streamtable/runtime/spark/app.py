@@ -487,7 +487,7 @@ def _ensure_progress_listener(spark: Any) -> None:
 
         def onQueryTerminated(self, event: Any) -> None:
             if event.exception:
-                log.error("query %s failed: %s", event.id, event.exception)
+                log.error("query %s failed: %s", event.id, _reason(event.exception))
 
     listener = _Progress()
     spark.streams.addListener(listener)

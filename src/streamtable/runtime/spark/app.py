@@ -131,6 +131,7 @@ class StreamsApp:
         self.development_broker = development_broker
         self._query: Any = None
         self._failure: Any = None  # the error the last query died of
+        self._warm_up: Any = None
         self._plan: QueryPlan | None = None
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
@@ -331,7 +332,7 @@ class StreamsApp:
 
         spark = self.spark
         plan = self.prepare()
-        _warm_up_python_workers(spark, max(s.partitions for s in plan.stages))
+        self._warm_up = _warm_up_python_workers(spark, max(s.partitions for s in plan.stages))
         register(spark)
         reader = (spark.readStream.format("streamtable-kafka")
                   .option("bootstrap.servers", self.config["bootstrap.servers"])
@@ -393,6 +394,9 @@ class StreamsApp:
 
     def stop(self) -> None:
         """Stop the query; a later ``start()`` resumes from the checkpoint."""
+        if self._warm_up is not None:
+            self._warm_up.join(30)  # a job still running when the JVM stops would fail noisily
+            self._warm_up = None
         if self._query is not None:
             self._query.stop()
             self._failure = self._query.exception()
@@ -448,9 +452,9 @@ def _warm_workers(batches: Any) -> Any:
     yield from batches
 
 
-def _warm_up_python_workers(spark: Any, workers: int) -> None:
+def _warm_up_python_workers(spark: Any, workers: int) -> Any:
     """Start Spark's Python workers in the background while the query starts, so the first
-    batch finds them running (a job of ``workers`` tiny tasks)."""
+    batch finds them running (a job of ``workers`` tiny tasks); returns the thread."""
     import threading
 
     def warm() -> None:
@@ -460,7 +464,9 @@ def _warm_up_python_workers(spark: Any, workers: int) -> None:
         except Exception as e:  # the first batch starts them anyway and reports any error
             log.debug("warming up the Python workers failed: %s", e)
 
-    threading.Thread(target=warm, name="streamtable-warm-up", daemon=True).start()
+    thread = threading.Thread(target=warm, name="streamtable-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def _ensure_progress_listener(spark: Any) -> None:

@@ -136,8 +136,8 @@ def describe(cmd: str) -> str:
         return "worker"
     if "CoarseGrainedExecutorBackend" in cmd:
         return "executor"
-    if "pyspark.daemon" in cmd:
-        return "python-daemon"
+    if "pyspark.daemon" in cmd or "streamtable.runtime.spark.daemon" in cmd:
+        return "python-daemon"  # PySpark's daemon or streamtable's, and the workers it forks
     if "pyspark.worker" in cmd or "python" in cmd:
         return "python"
     return cmd.split(" ", 1)[0]

@@ -14,11 +14,13 @@ URL is a local directory (:mod:`streamtable.storage.local`), any other URL schem
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlparse
 
 from streamtable.engine.ports import DurableStorage
 
-__all__ = ["is_local", "join", "storage_at"]
+__all__ = ["is_local", "join", "storage_at", "write_parts"]
 
 
 def is_local(location: str) -> bool:
@@ -34,6 +36,12 @@ def join(location: str, *parts: str) -> str:
         return "/".join([location.rstrip("/"), *parts])
     base, sep, query = location.partition("?")
     return "/".join([base.rstrip("/"), *parts]) + sep + query
+
+
+def write_parts(f: Any, data: bytes | Iterable[bytes]) -> None:
+    """Write ``data`` (bytes, or parts of it) to the open binary file ``f``."""
+    for part in ((data,) if isinstance(data, bytes) else data):
+        f.write(part)
 
 
 def storage_at(location: str) -> DurableStorage:

@@ -21,6 +21,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from streamtable.storage import write_parts
+
 _FILESYSTEMS: dict[str, tuple[Any, str]] = {}
 _LOCK = threading.Lock()
 
@@ -38,11 +40,6 @@ def _filesystem(location: str) -> tuple[Any, str]:
             entry = _FILESYSTEMS[location] = fs.FileSystem.from_uri(location)
         return entry
 
-
-
-def _write_parts(f: Any, data: bytes | Iterable[bytes]) -> None:
-    for part in ((data,) if isinstance(data, bytes) else data):
-        f.write(part)
 
 
 class ArrowStorage:
@@ -72,12 +69,12 @@ class ArrowStorage:
         fs, path = self._path(name)
         if fs.type_name in _ATOMIC_PUT:
             with fs.open_output_stream(path) as f:
-                _write_parts(f, data)
+                write_parts(f, data)
             return
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         tmp = f"{path}.tmp-{secrets.token_hex(4)}"
         with fs.open_output_stream(tmp) as f:
-            _write_parts(f, data)
+            write_parts(f, data)
         fs.move(tmp, path)
 
     def delete(self, name: str) -> None:

@@ -6,12 +6,8 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterable
-from typing import Any
 
-
-def _write_parts(f: Any, data: bytes | Iterable[bytes]) -> None:
-    for part in ((data,) if isinstance(data, bytes) else data):
-        f.write(part)
+from streamtable.storage import write_parts
 
 
 class LocalStorage:
@@ -41,7 +37,7 @@ class LocalStorage:
         os.makedirs(directory, exist_ok=True)
         tmp = f"{path}.tmp-{secrets.token_hex(4)}"
         with open(tmp, "wb") as f:
-            _write_parts(f, data)
+            write_parts(f, data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

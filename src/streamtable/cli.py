@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from streamtable.config import ConfigError, StreamsConfig
 from streamtable.errors import StreamsError
+from streamtable.serving import configured_serving_store
 from streamtable.topology.graph import Topology
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from streamtable.engine.ports import ServingStore
     from streamtable.serving.view import StoreView
 
 log = logging.getLogger("streamtable")
@@ -95,16 +95,6 @@ def _settings(module: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def open_serving(config: StreamsConfig) -> ServingStore:
-    """The application's serving store: where ``serving.url`` says (a ``postgresql://`` URL or
-    a SQLite file), else SQLite in the state directory, where the Spark runtime keeps it."""
-    from streamtable.serving import serving_store
-
-    location = (config.get("serving.url")
-                or Path(config["state.dir"]) / config.application_id / "serving.db")
-    return serving_store(location, config.application_id)
-
-
 def _queryable(topology: Topology) -> list[str]:
     return sorted(name for name, spec in topology.stores.items() if spec.queryable)
 
@@ -113,11 +103,9 @@ def _streams_app(args: argparse.Namespace) -> Any:
     from streamtable.runtime.spark import StreamsApp
 
     module = load_app(args.app)
-    config = _settings(module, args)
-    serving = open_serving(StreamsConfig(config)) if config.get("serving.url") else None
-    return StreamsApp(app_topology(module), config=config, master=getattr(args, "master", None),
-                      development_broker=getattr(args, "development_broker", False),
-                      serving=serving)
+    return StreamsApp(app_topology(module), config=_settings(module, args),
+                      master=getattr(args, "master", None),
+                      development_broker=getattr(args, "development_broker", False))
 
 
 def _stop_on_signals() -> threading.Event:
@@ -185,7 +173,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
                  config.application_id, location)
     if config.get("serving.url"):
         # batch ids start again from 0: a serving store elsewhere must forget the old ones
-        open_serving(config).reset()
+        configured_serving_store(config).reset()
         log.info("emptied the serving store of %s (serving.url)", config.application_id)
     return 0
 
@@ -196,7 +184,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.store not in names:
         raise SystemExit(f"streamtable: no queryable store {args.store!r}; "
                          f"queryable stores: {names}")
-    view = open_serving(StreamsConfig(_settings(module, args))).view(args.store)
+    view = configured_serving_store(StreamsConfig(_settings(module, args))).view(args.store)
     if args.key is not None:
         key: Any = args.key
         try:
@@ -218,7 +206,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     module = load_app(args.app)
     names = _queryable(app_topology(module))
     config = StreamsConfig(_settings(module, args))
-    serving = open_serving(config)
+    serving = configured_serving_store(config)
     # the views are StoreViews; create_query_api's hint names that class
     views = cast("Callable[[str], StoreView]", serving.view)
     server = QueryServer(create_query_api(views, names), args.http_host, args.http_port).start()

@@ -15,18 +15,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from streamtable.config import StreamsConfig
 from streamtable.engine.ports import ServingStore
 from streamtable.serving.postgres import PostgresServingStore
 from streamtable.serving.sqlite import SqliteServingStore
 from streamtable.serving.view import StoreView
 
-__all__ = ["PostgresServingStore", "SqliteServingStore", "StoreView", "is_postgres_url",
-           "serving_store"]
+__all__ = ["PostgresServingStore", "SqliteServingStore", "StoreView", "configured_serving_store",
+           "is_postgres_url", "serving_store"]
 
 
 def is_postgres_url(location: str | Path) -> bool:
     """Whether ``location`` names a PostgreSQL database rather than a file."""
     return str(location).lower().startswith(("postgresql://", "postgres://"))
+
+
+def configured_serving_store(config: StreamsConfig) -> ServingStore:
+    """The application's serving store: where ``serving.url`` says, else SQLite in the
+    application's state directory (``<state.dir>/<application.id>/serving.db``)."""
+    location = (config.get("serving.url")
+                or Path(config["state.dir"]) / config.application_id / "serving.db")
+    return serving_store(location, config.application_id)
 
 
 def serving_store(location: str | Path, application_id: str) -> ServingStore:

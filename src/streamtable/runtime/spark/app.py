@@ -38,8 +38,7 @@ from streamtable.runtime.spark.stage import (
     StageRunner,
 )
 from streamtable.runtime.spark.state import FileTaskStatePersistence
-from streamtable.serving import serving_store
-from streamtable.serving.sqlite import SqliteServingStore
+from streamtable.serving import configured_serving_store
 from streamtable.storage import join
 from streamtable.topology.graph import Topology
 
@@ -121,10 +120,7 @@ class StreamsApp:
         self.app_dir = Path(self.config["state.dir"]) / self.application_id
         self.checkpoint_dir = self.app_dir / "checkpoint"
         self._task_state = task_state
-        serving_url = self.config.get("serving.url")
-        self.serving: ServingStore = serving or (
-            serving_store(serving_url, self.application_id) if serving_url
-            else SqliteServingStore(self.app_dir / "serving.db"))
+        self.serving: ServingStore = serving or configured_serving_store(self.config)
         self.master = master
         self._spark = spark
         self._output = output

@@ -30,19 +30,16 @@ class KafkaOutput:
         self.commit_dir = commit_dir
         self.producer_config = dict(producer_config or {})
 
-    def warm_up(self) -> None:
-        """Connect the producer ahead of the first batch, in the background."""
-        import threading
-
+    def warm_up(self, timeout: float = 5.0) -> None:
+        """Connect this process's producer ahead of its first batch (an idempotent producer's
+        first connection takes about a second); the first batch connects again and reports
+        any error."""
         from streamtable.kafka.sink import warm_up_producer
 
-        def warm() -> None:
-            try:
-                warm_up_producer(self.bootstrap_servers, self.producer_config)
-            except Exception as e:  # the first batch connects again and reports any error
-                logging.getLogger(__name__).debug("producer warm-up failed: %s", e)
-
-        threading.Thread(target=warm, name="streamtable-producer-warm-up", daemon=True).start()
+        try:
+            warm_up_producer(self.bootstrap_servers, self.producer_config, timeout=timeout)
+        except Exception as e:
+            logging.getLogger(__name__).debug("producer warm-up failed: %s", e)
 
     def write(self, batch_id: int, records: list[dict[str, Any]], writer: str = "0") -> None:
         from streamtable.kafka.sink import produce_rows

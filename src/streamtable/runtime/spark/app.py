@@ -128,6 +128,7 @@ class StreamsApp:
         self._query: Any = None
         self._failure: Any = None  # the error the last query died of
         self._warm_up: Any = None
+        self._run: str | None = None  # the run id, read from the checkpoint once
         self._plan: QueryPlan | None = None
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
@@ -147,16 +148,16 @@ class StreamsApp:
         return join(location, self.application_id, f"run-{self._run_id()}")
 
     def _run_id(self) -> str:
-        path = self.checkpoint_dir / "run-id"
-        try:
-            return path.read_text().strip()
-        except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            run_id = secrets.token_hex(6)
-            tmp = path.with_name(f".run-id.{run_id}")
-            tmp.write_text(run_id)
-            tmp.replace(path)
-            return path.read_text().strip()
+        if self._run is None:
+            path = self.checkpoint_dir / "run-id"
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                new = secrets.token_hex(6)
+                tmp = path.with_name(f".run-id.{new}")
+                tmp.write_text(new)
+                tmp.replace(path)
+            self._run = path.read_text().strip()
+        return self._run
 
     @property
     def task_state(self) -> TaskStatePersistence:
@@ -222,8 +223,7 @@ class StreamsApp:
         plan = self._plan or self.prepare()
         started = time.monotonic()
         external_readers = sum(1 for s in plan.stages if s.external_inputs)
-        output = self._output_writer() if self._writes_output() else None
-        distributed = output if getattr(output, "distributed", False) else None
+        distributed = self._distributed_output()
         source = df.select(*RECORD_COLUMNS)
         cached = []
         if external_readers > 1:
@@ -290,8 +290,13 @@ class StreamsApp:
                  table.num_rows)
         self.batches += 1
 
-    def _writes_output(self) -> bool:
-        return bool(self.topology.sink_topics or self.config.dead_letter_topic)
+    def _distributed_output(self) -> OutputWriter | None:
+        """The output writer when the tasks write their records themselves (see
+        ``OutputWriter``), else None (none needed, or one the driver calls)."""
+        if not (self.topology.sink_topics or self.config.dead_letter_topic):
+            return None
+        output = self._output_writer()
+        return output if getattr(output, "distributed", False) else None
 
     def _write_results(self, batch_id: int, table: Any) -> None:
         kinds = table.column("kind").to_pylist()
@@ -328,7 +333,8 @@ class StreamsApp:
 
         spark = self.spark
         plan = self.prepare()
-        self._warm_up = _warm_up_python_workers(spark, max(s.partitions for s in plan.stages))
+        self._warm_up = _warm_up_python_workers(
+            spark, max(s.partitions for s in plan.stages), self._distributed_output())
         register(spark)
         reader = (spark.readStream.format("streamtable-kafka")
                   .option("bootstrap.servers", self.config["bootstrap.servers"])
@@ -442,21 +448,31 @@ def _remove_progress_listener(spark: Any) -> None:
         spark.streams.removeListener(listener)
 
 
-def _warm_workers(batches: Any) -> Any:
-    import streamtable.runtime.spark.stage  # noqa: F401  (what the first batch needs)
+class _WarmWorkers:
+    """The task of the warm-up job: the stage code imported and, when tasks write output
+    themselves, the worker's producer connected."""
 
-    yield from batches
+    def __init__(self, output: Any) -> None:
+        self.output = output
+
+    def __call__(self, batches: Any) -> Any:
+        import streamtable.runtime.spark.stage  # noqa: F401  (what the first batch needs)
+
+        if self.output is not None and hasattr(self.output, "warm_up"):
+            self.output.warm_up()
+        yield from batches
 
 
-def _warm_up_python_workers(spark: Any, workers: int) -> Any:
+def _warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
     """Start Spark's Python workers in the background while the query starts, so the first
-    batch finds them running (a job of ``workers`` tiny tasks); returns the thread."""
+    batch finds them running (a job of ``workers`` tiny tasks; ``output``: a distributed
+    output writer to connect there); returns the thread."""
     import threading
 
     def warm() -> None:
         try:
             (spark.range(0, workers, numPartitions=workers)
-             .mapInArrow(_warm_workers, "id long").collect())
+             .mapInArrow(_WarmWorkers(output), "id long").collect())
         except Exception as e:  # the first batch starts them anyway and reports any error
             log.debug("warming up the Python workers failed: %s", e)
 

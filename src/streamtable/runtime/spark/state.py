@@ -121,13 +121,14 @@ class TaskStateStore:
         """The state after batch ``version``, reusing ``cached`` when it is a valid prefix."""
         names = self._names()
         files = [f for f in _chain(names) if f.batch <= version]
+        newer = [] if cached is None else [f for f in files if f.batch > cached.version]
         if (cached is not None and cached.version <= version and self._valid(cached, files)
-                and not any(f.snapshot for f in files if f.batch > cached.version)):
-            for f in files:
-                if f.batch > cached.version:
-                    self._apply(cached, f)
+                and not any(f.snapshot for f in newer)):
+            for f in newer:
+                self._apply(cached, f)
             cached.version = version
-            cached.committed()
+            if newer:  # a copy that reflects no newer file is still valid as it was recorded
+                cached.committed()
             cached.listing = names
             return cached
         state = self._rebuild(files, version, cached)

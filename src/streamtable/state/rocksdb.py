@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamtable.engine.task_state import TaskState
-from streamtable.state.stores import check_store_kind, key_order
-from streamtable.topology.graph import StoreSpec
+from streamtable.state.stores import key_order
 
 log = logging.getLogger(__name__)
 
@@ -262,13 +261,6 @@ class RocksDBTaskState(TaskState):
             s = RocksDBKeyValueStore(name, self, prefix, self._counts.get(name, 0))
             self.stores[name] = s
         return s  # type: ignore[no-any-return]
-
-    def create(self, spec: StoreSpec, task_id: int) -> RocksDBKeyValueStore:  # type: ignore[override]
-        check_store_kind(spec)
-        return self.store(spec.name)
-
-    def entries(self) -> int:
-        return sum(len(s) for s in self.stores.values())
 
     def pending(self) -> Any:
         if self._batch is None:

@@ -32,6 +32,9 @@ Options:
   consumer group (best effort), so ``kafka-consumer-groups``-style lag tools see progress. The
   source never reads its position from the group: Spark's checkpoint is the source of truth.
 * ``arrow.batch.size`` (default 10000): rows per Arrow record batch handed to Spark.
+* ``read.mode``: ``records`` (default: the columns below) or ``ranges``: one row per topic
+  partition with data, ``topic, partition, start, end`` (offsets ``[start, end)``), for a
+  consumer of the batch that reads the records itself (see :mod:`streamtable.kafka.ranges`).
 * ``read.timeout.ms`` (default 120000): a task fails, naming the partition, if it makes no
   progress for this long. ``metadata.timeout.ms`` (default 30000) bounds driver-side lookups.
 * ``kafka.<name>``: any librdkafka consumer setting (e.g. ``kafka.security.protocol``).
@@ -64,6 +67,8 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+
+from streamtable.kafka.ranges import READER_GROUP_ID, KafkaSourceError, consume_range
 
 logger = logging.getLogger(__name__)
 
@@ -104,15 +109,18 @@ KAFKA_SCHEMA = StructType(
     ]
 )
 
-# Consumer group id librdkafka insists on for a consumer that only uses assign() and never
-# commits (tasks and end-offset probes).
-_READER_GROUP_ID = "streamtable-kafka-reader"
+
+# ``read.mode=ranges``: the micro-batch holds the offset ranges, not the records
+RANGES_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), True),
+        StructField("partition", IntegerType(), True),
+        StructField("start", LongType(), True),
+        StructField("end", LongType(), True),
+    ]
+)
 
 Offsets = dict[str, dict[str, int]]
-
-
-class KafkaSourceError(RuntimeError):
-    """The Kafka source could not do its work (the message names topic and partition)."""
 
 
 def _truthy(value: Any) -> bool:
@@ -189,6 +197,8 @@ class KafkaDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
+        if str(self.options.get("read.mode", "records")).lower() == "ranges":
+            return RANGES_SCHEMA
         return KAFKA_SCHEMA
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
@@ -234,6 +244,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._planned_batches = 0
         self.group_id = opts.get("group.id") or opts.get("kafka.group.id")
         self.arrow_batch_size = int(opts.get("arrow.batch.size", "10000"))
+        self.read_mode = opts.get("read.mode", "records").strip().lower()
+        if self.read_mode not in ("records", "ranges"):
+            raise KafkaSourceError(
+                "streamtable-kafka: read.mode must be 'records' or 'ranges', "
+                f"got {self.read_mode!r}"
+            )
         self.read_timeout_s = int(opts.get("read.timeout.ms", "120000")) / 1000.0
         self.metadata_timeout_s = int(opts.get("metadata.timeout.ms", "30000")) / 1000.0
         self.development_profile = _truthy(opts.get("development.broker.profile", "false"))
@@ -328,7 +344,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             conf = self._client_conf()
             conf.update(
                 {
-                    "group.id": _READER_GROUP_ID,
+                    "group.id": READER_GROUP_ID,
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
                     "fetch.wait.max.ms": 10,
@@ -462,6 +478,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaInputPartition), partition
+        if self.read_mode == "ranges":
+            return iter([(partition.topic, partition.partition, partition.start, partition.end)])
         return _read_partition(
             consumer_conf=self._client_conf(),
             topic=partition.topic,
@@ -487,41 +505,27 @@ def _read_partition(
 ) -> Iterator[Any]:
     """Yield pyarrow RecordBatches with the records of ``topic[partition]`` in ``[start, end)``."""
     import pyarrow as pa
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     headers_type = arrow_schema.field("headers").type
     header_struct = headers_type.value_type
-    conf = dict(consumer_conf)
-    conf.setdefault("group.id", _READER_GROUP_ID)
-    conf.update(
-        {
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    conf.setdefault("fetch.wait.max.ms", 100)
-    # librdkafka pauses fetching while this many records are queued; its default (100k) starves
-    # a reader that can go faster (measured 3x on 100-byte records). Capped by the range size so
-    # a small range does not prefetch far beyond its end.
-    conf.setdefault("queued.min.messages", max(1000, min(500_000, end - start)))
-    conf.setdefault("max.partition.fetch.bytes", 8 * 1024 * 1024)
-    consumer = Consumer(conf)
-    where = f"topic {topic!r} partition {partition}"
-
-    def make_batch(
-        offsets: list[int],
-        timestamps: list[int | None],
-        keys: list[bytes | None],
-        values: list[bytes | None],
-        header_offsets: list[int],
-        header_keys: list[str],
-        header_values: list[bytes | None],
-    ) -> Any:
-        n = len(offsets)
+    for messages in consume_range(consumer_conf, topic, partition, start, end,
+                                  arrow_batch_size, read_timeout_s):
+        n = len(messages)
+        timestamps: list[int | None] = []
+        header_offsets: list[int] = [0]
+        header_keys: list[str] = []
+        header_values: list[bytes | None] = []
+        for msg in messages:
+            ts_type, ts = msg.timestamp()
+            timestamps.append(ts if ts_type and ts >= 0 else None)
+            hdrs = msg.headers()
+            if hdrs:
+                for hk, hv in hdrs:
+                    header_keys.append(hk)
+                    header_values.append(hv)
+            header_offsets.append(len(header_keys))
         header_items = pa.StructArray.from_arrays(
             [pa.array(header_keys, pa.string()), pa.array(header_values, pa.binary())],
             fields=list(header_struct),
@@ -529,85 +533,15 @@ def _read_partition(
         headers = pa.ListArray.from_arrays(
             pa.array(header_offsets, pa.int32()), header_items, type=headers_type
         )
-        return pa.RecordBatch.from_arrays(
+        yield pa.RecordBatch.from_arrays(
             [
                 pa.array([topic] * n, pa.string()),
                 pa.array([partition] * n, pa.int32()),
-                pa.array(offsets, pa.int64()),
+                pa.array([m.offset() for m in messages], pa.int64()),
                 pa.array(timestamps, pa.int64()),
-                pa.array(keys, pa.binary()),
-                pa.array(values, pa.binary()),
+                pa.array([m.key() for m in messages], pa.binary()),
+                pa.array([m.value() for m in messages], pa.binary()),
                 headers,
             ],
             schema=arrow_schema,
         )
-
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        done = start >= end
-        last_offset: int | None = None
-        last_progress = time.monotonic()
-        eof_code = KafkaError._PARTITION_EOF
-        last_wanted = end - 1
-        while not done:
-            offsets: list[int] = []
-            timestamps: list[int | None] = []
-            keys: list[bytes | None] = []
-            values: list[bytes | None] = []
-            header_offsets: list[int] = [0]
-            header_keys: list[str] = []
-            header_values: list[bytes | None] = []
-            add_offset, add_ts = offsets.append, timestamps.append
-            add_key, add_value = keys.append, values.append
-            add_hoff, add_hkey, add_hvalue = (
-                header_offsets.append,
-                header_keys.append,
-                header_values.append,
-            )
-            while not done and len(offsets) < arrow_batch_size:
-                # consume() waits its whole timeout unless the batch fills: keep it short
-                messages: list[Any] = consumer.consume(num_messages=arrow_batch_size, timeout=0.05)
-                if messages:
-                    last_progress = time.monotonic()
-                elif time.monotonic() - last_progress > read_timeout_s:
-                    raise KafkaSourceError(
-                        f"streamtable-kafka: no progress reading {where} for "
-                        f"{read_timeout_s:.0f}s (wanted offsets {start}..{end}, last read "
-                        f"{offsets[-1] if offsets else last_offset})"
-                    )
-                for msg in messages:
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == eof_code:
-                            # End of the log: nothing more can come below `end` (transaction
-                            # markers or compaction can leave the last offsets without a record).
-                            if msg.offset() is not None and msg.offset() >= end:
-                                done = True
-                                break
-                            continue
-                        raise KafkaSourceError(f"streamtable-kafka: error reading {where}: {err}")
-                    off = msg.offset()
-                    if off >= end:
-                        done = True
-                        break
-                    add_offset(off)
-                    ts_type, ts = msg.timestamp()
-                    add_ts(ts if ts_type and ts >= 0 else None)
-                    add_key(msg.key())
-                    add_value(msg.value())
-                    hdrs = msg.headers()
-                    if hdrs:
-                        for hk, hv in hdrs:
-                            add_hkey(hk)
-                            add_hvalue(hv)
-                    add_hoff(len(header_keys))
-                    if off >= last_wanted:
-                        done = True
-                        break
-            if offsets:
-                last_offset = offsets[-1]
-                yield make_batch(
-                    offsets, timestamps, keys, values, header_offsets, header_keys, header_values
-                )
-    finally:
-        consumer.close()

@@ -27,9 +27,11 @@ from streamtable.engine.ports import (
 )
 from streamtable.errors import StreamsError
 from streamtable.kafka.output import KafkaOutput
+from streamtable.kafka.ranges import RangeReader
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
 from streamtable.runtime.spark.stage import (
+    INPUT_FIELDS,
     KIND_EXTERNAL,
     KIND_INTERNAL,
     KIND_STORE,
@@ -61,6 +63,10 @@ def _reason(error: str) -> str:
     return "The error: " + (error.strip().splitlines() or ["(none)"])[0]
 
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
+INPUT_COLUMNS = [name for name, _ in INPUT_FIELDS]
+# the record columns an offset range leaves empty, with their Spark types
+_RANGE_NULLS = [("timestamp", "long"), ("key", "binary"), ("value", "binary"),
+                ("headers", "array<struct<key:string,value:binary>>")]
 
 __all__ = ["KafkaOutput", "StreamsApp"]
 
@@ -217,18 +223,25 @@ class StreamsApp:
     # -- one micro-batch -------------------------------------------------------------------
     def process_batch(self, df: Any, batch_id: int) -> None:
         """Run every stage over one micro-batch (``foreachBatch``); ``df`` has the Kafka
-        source's columns: topic, partition, offset, timestamp, key, value, headers."""
+        source's columns (topic, partition, offset, timestamp, key, value, headers), or, from
+        a source in ``read.mode=ranges``, one offset range per topic partition (topic,
+        partition, start, end) that the stage's tasks read themselves."""
         from pyspark.sql import functions as F
 
         plan = self._plan or self.prepare()
         started = time.monotonic()
-        external_readers = sum(1 for s in plan.stages if s.external_inputs)
         distributed = self._distributed_output()
-        source = df.select(*RECORD_COLUMNS)
         cached = []
-        if external_readers > 1:
-            source = source.persist()
-            cached.append(source)
+        if "end" in df.columns:
+            source = df.select(
+                "topic", "partition", F.col("start").alias("offset"),
+                *[F.lit(None).cast(t).alias(c) for c, t in _RANGE_NULLS],
+                F.col("end").alias("_end"))
+        else:
+            source = df.select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"))
+            if sum(1 for s in plan.stages if s.external_inputs) > 1:
+                source = source.persist()
+                cached.append(source)
         outputs: dict[int, Any] = {}
         results = []
         for stage in plan.stages:
@@ -243,7 +256,7 @@ class StreamsApp:
                            & F.col("topic").isin(stage.internal_inputs))
                     .withColumn("_route", F.coalesce(
                         F.col("route"), F.expr(f"pmod(hash(key), {stage.partitions})")))
-                    .select(*RECORD_COLUMNS, "_route")
+                    .select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"), "_route")
                 )
             stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
             streamed = (self._source_by_partition and len(parts) == 1 and not stage.upstream
@@ -251,17 +264,17 @@ class StreamsApp:
             if streamed:
                 # each Spark partition of the Kafka source is one Kafka partition in offset
                 # order: one task, whose records can be processed as they arrive
-                routed = stage_input.select(*RECORD_COLUMNS, "_route")
+                routed = stage_input.select(*INPUT_COLUMNS, "_route")
             else:
                 labels = F.array(*[F.lit(x).cast("long") for x in plan.labels[stage.partitions]])
                 routed = (stage_input
                           .withColumn("_label", F.element_at(labels, F.col("_route") + 1))
                           .repartition(stage.partitions, "_label")
-                          .select(*RECORD_COLUMNS, "_route"))
+                          .select(*INPUT_COLUMNS, "_route"))
             runner = StageRunner(
                 self._blob, stage.subtopology, batch_id, self.task_state,
                 self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
-                streamed=streamed, output=distributed,
+                streamed=streamed, output=distributed, kafka=self._range_reader(),
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             # A stage read both by a later stage and by the driver is kept, so that it runs once
@@ -289,6 +302,10 @@ class StreamsApp:
                  computed - started, self.last_batch_seconds - (computed - started),
                  table.num_rows)
         self.batches += 1
+
+    def _range_reader(self) -> RangeReader:
+        """How stage tasks read the offset ranges of a ``read.mode=ranges`` batch."""
+        return RangeReader({"bootstrap.servers": self.config["bootstrap.servers"]})
 
     def _distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves (see
@@ -339,7 +356,9 @@ class StreamsApp:
         reader = (spark.readStream.format("streamtable-kafka")
                   .option("bootstrap.servers", self.config["bootstrap.servers"])
                   .option("topics", ",".join(plan.source_topics))
-                  .option("group.id", self.application_id))
+                  .option("group.id", self.application_id)
+                  # the stages read their partitions' records themselves
+                  .option("read.mode", "ranges"))
         max_records = self.config.get("max.records.per.batch")
         if max_records:
             reader = reader.option("max.records.per.batch", str(max_records))

@@ -1,9 +1,10 @@
 """One sub-topology over one batch, inside a Spark task (``mapInArrow``): a thin host of the
 engine.
 
-The function reads the task's records of the batch, checks out the task's state as of the
-previous batch from the task-state persistence port, runs the same :class:`Task` the test
-driver runs over the records in the engine's partition-group order, commits the state, writes
+The function reads the task's records of the batch (rows of its input, or offset ranges of a
+Kafka partition that it reads itself: rows whose ``_end`` is set), checks out the task's state
+as of the previous batch from the task-state persistence port, runs the same :class:`Task` the
+test driver runs over the records in the engine's partition-group order, commits the state, writes
 its records for external topics through a distributed output writer (as writer
 ``<sub-topology>-<task>``, exactly once per batch) and returns the records for later stages and
 the changes of its queryable stores (and, with a driver-side writer, the external records too).
@@ -26,6 +27,7 @@ from streamtable.engine.ordering import PartitionGroupOrdering
 from streamtable.engine.ports import OutputWriter, TaskStatePersistence
 from streamtable.engine.task import Task
 from streamtable.engine.wiring import Wiring, wire
+from streamtable.kafka.ranges import RangeReader
 from streamtable.processors.api import Headers, RawRecord
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.topology.graph import Topology
@@ -52,6 +54,9 @@ RECORD_DDL = (
 )
 # route: for a record to a repartition topic, the task that must receive it when its sink chose
 # one (co-partitioning with an external topic); otherwise the key's hash decides.
+# A stage's input: records, and offset ranges of Kafka partitions for the task to read itself
+# (``offset`` = the first offset, ``_end`` = the end, exclusive; null for a record).
+INPUT_FIELDS = RECORD_FIELDS + [("_end", pa.int64())]
 OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS + [("route", pa.int32())])
 OUTPUT_DDL = (
     "kind tinyint, topic string, partition int, offset bigint, timestamp bigint, key binary, "
@@ -123,7 +128,7 @@ class _Collector:
 
 
 def table_records(table: pa.Table) -> list[RawRecord]:
-    """The rows of an Arrow table of ``RECORD_FIELDS`` as raw records."""
+    """The rows of an Arrow table of ``RECORD_FIELDS`` (and maybe more) as raw records."""
     if table.num_rows == 0:
         return []
     hcol = table.column("headers")
@@ -148,7 +153,8 @@ class StageRunner:
     def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int,
                  persistence: TaskStatePersistence, config: dict[str, Any],
                  queryable_stores: list[str], topic_partitions: dict[str, int],
-                 streamed: bool = False, output: OutputWriter | None = None) -> None:
+                 streamed: bool = False, output: OutputWriter | None = None,
+                 kafka: RangeReader | None = None) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
@@ -160,6 +166,8 @@ class StageRunner:
         self.streamed = streamed
         # a distributed OutputWriter: the task writes its records for external topics itself
         self.output = output
+        # reads the offset ranges among the input rows
+        self.kafka = kafka
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.streamed:
@@ -179,7 +187,31 @@ class StageRunner:
         routes = table.column("_route")
         if pa.compute.min(routes).as_py() != task_id or pa.compute.max(routes).as_py() != task_id:
             raise RuntimeError(f"stage {self.subtopology}: a Spark partition holds several tasks")
-        return table.drop_columns(["_route"]).cast(_input_schema())
+        table = table.drop_columns(["_route"])
+        if "_end" not in table.column_names:  # records only
+            table = table.append_column("_end", pa.nulls(table.num_rows, pa.int64()))
+        return table.cast(_input_schema())
+
+    def _records(self, table: pa.Table) -> list[RawRecord]:
+        """The records of input rows: the rows that are records, then those of each range."""
+        ends = table.column("_end") if "_end" in table.column_names else None
+        if ends is None or ends.null_count == len(ends):
+            return table_records(table)
+        records = table_records(table.filter(pa.compute.is_null(ends)))
+        ranges = table.filter(pa.compute.is_valid(ends))
+        for topic, partition, start, end in zip(
+                ranges.column("topic").to_pylist(), ranges.column("partition").to_pylist(),
+                ranges.column("offset").to_pylist(), ranges.column("_end").to_pylist(),
+                strict=True):
+            for chunk in self._reader().read(topic, partition, start, end):
+                records.extend(chunk)
+        return records
+
+    def _reader(self) -> RangeReader:
+        if self.kafka is None:
+            raise RuntimeError(f"stage {self.subtopology}: offset ranges in the input, but no "
+                               "Kafka reader was given")
+        return self.kafka
 
     def _call_streamed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """The records of one Kafka partition, already in offset order: processed as they
@@ -189,12 +221,25 @@ class StageRunner:
             return
         task_id = first.column(first.schema.get_field_index("_route"))[0].as_py()
 
-        def records() -> Iterator[RawRecord]:
-            last: tuple[str, int, int] | None = None
+        def chunks() -> Iterator[list[RawRecord]]:
             for batch in chain((first,), batches):
                 if not batch.num_rows:
                     continue
-                rows = table_records(self._task_rows(pa.Table.from_batches([batch]), task_id))
+                table = self._task_rows(pa.Table.from_batches([batch]), task_id)
+                ends = table.column("_end")
+                if ends.null_count == len(ends):
+                    yield table_records(table)
+                    continue
+                for topic, partition, start, end in zip(
+                        table.column("topic").to_pylist(), table.column("partition").to_pylist(),
+                        table.column("offset").to_pylist(), ends.to_pylist(), strict=True):
+                    yield from self._reader().read(topic, partition, start, end)
+
+        def records() -> Iterator[RawRecord]:
+            last: tuple[str, int, int] | None = None
+            for rows in chunks():
+                if not rows:
+                    continue
                 head, tail = rows[0], rows[-1]
                 if last is not None and ((head.topic, head.partition) != last[:2]
                                          or head.offset <= last[2]):
@@ -208,7 +253,7 @@ class StageRunner:
 
     def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
         """Run the task over all of its records of this batch, in partition-group order."""
-        return self._guarded(task_id, lambda ordering: ordering.order(table_records(table)))
+        return self._guarded(task_id, lambda ordering: ordering.order(self._records(table)))
 
     def _guarded(self, task_id: int,
                  records: Callable[[PartitionGroupOrdering], Iterable[RawRecord]]
@@ -250,4 +295,4 @@ class StageRunner:
 
 
 def _input_schema() -> pa.Schema:
-    return pa.schema(RECORD_FIELDS)
+    return pa.schema(INPUT_FIELDS)

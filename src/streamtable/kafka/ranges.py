@@ -1,0 +1,141 @@
+"""Reading one offset range of one Kafka partition, where the records are needed.
+
+The Spark source plans micro-batches as offset ranges (``[start, end)`` per topic partition).
+Either its own read tasks turn a range into Arrow rows for Spark (``read.mode=records``), or it
+hands Spark only the ranges (``read.mode=ranges``) and the stage that processes a partition
+reads the range itself with a :class:`RangeReader`: the records then go from the consumer
+straight into the task, never through Arrow, the JVM and a second Python process. Which records
+a batch holds is the same either way (the range is in Spark's checkpoint), so a replayed batch
+reads exactly what its first attempt read.
+
+>>> reader = RangeReader({"bootstrap.servers": "localhost:9092"})
+>>> for records in reader.read("orders", 0, 100, 200):            # doctest: +SKIP
+...     print(len(records), records[0].offset)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from streamtable.processors.api import RawRecord
+
+# Consumer group id librdkafka insists on for a consumer that only uses assign() and never
+# commits (tasks and end-offset probes).
+READER_GROUP_ID = "streamtable-kafka-reader"
+
+class KafkaSourceError(RuntimeError):
+    """The Kafka source could not do its work (the message names topic and partition)."""
+
+
+def reader_config(consumer_conf: dict[str, Any], start: int, end: int) -> dict[str, Any]:
+    """The settings of a consumer that reads ``[start, end)`` of one assigned partition."""
+    conf = dict(consumer_conf)
+    conf.setdefault("group.id", READER_GROUP_ID)
+    conf.update(
+        {
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    conf.setdefault("fetch.wait.max.ms", 100)
+    # librdkafka pauses fetching while this many records are queued; its default (100k) starves
+    # a reader that can go faster (measured 3x on 100-byte records). Capped by the range size so
+    # a small range does not prefetch far beyond its end.
+    conf.setdefault("queued.min.messages", max(1000, min(500_000, end - start)))
+    conf.setdefault("max.partition.fetch.bytes", 8 * 1024 * 1024)
+    return conf
+
+
+def consume_range(
+    consumer_conf: dict[str, Any],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    chunk: int = 10_000,
+    read_timeout_s: float = 120.0,
+) -> Iterator[list[Any]]:
+    """Yield the messages of ``topic[partition]`` with offsets in ``[start, end)``, in offset
+    order, in lists of up to ``chunk``; a partition that makes no progress for
+    ``read_timeout_s`` fails naming it."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(reader_config(consumer_conf, start, end))
+    where = f"topic {topic!r} partition {partition}"
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        done = start >= end
+        last_offset = start - 1
+        last_progress = time.monotonic()
+        eof_code = KafkaError._PARTITION_EOF
+        last_wanted = end - 1
+        while not done:
+            out: list[Any] = []
+            while not done and len(out) < chunk:
+                # consume() waits its whole timeout unless the batch fills: keep it short
+                messages: list[Any] = consumer.consume(num_messages=chunk, timeout=0.05)
+                if messages:
+                    last_progress = time.monotonic()
+                elif time.monotonic() - last_progress > read_timeout_s:
+                    raise KafkaSourceError(
+                        f"streamtable-kafka: no progress reading {where} for "
+                        f"{read_timeout_s:.0f}s (wanted offsets {start}..{end}, last read "
+                        f"{out[-1].offset() if out else last_offset})"
+                    )
+                for msg in messages:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == eof_code:
+                            # End of the log: nothing more can come below `end` (transaction
+                            # markers or compaction can leave the last offsets without a record).
+                            if msg.offset() is not None and msg.offset() >= end:
+                                done = True
+                                break
+                            continue
+                        raise KafkaSourceError(f"streamtable-kafka: error reading {where}: {err}")
+                    off = msg.offset()
+                    if off >= end:
+                        done = True
+                        break
+                    out.append(msg)
+                    if off >= last_wanted:
+                        done = True
+                        break
+            if out:
+                last_offset = out[-1].offset()
+                yield out
+    finally:
+        consumer.close()
+
+
+class RangeReader:
+    """Reads offset ranges as :class:`RawRecord` lists, in the process that processes them.
+
+    ``consumer_conf``: librdkafka settings (``bootstrap.servers`` and any ``security.*``,
+    ``sasl.*``, ``ssl.*`` the application uses). Picklable: Spark ships it to executors.
+    """
+
+    def __init__(self, consumer_conf: dict[str, Any], read_timeout_s: float = 120.0,
+                 chunk: int = 10_000) -> None:
+        self.consumer_conf = dict(consumer_conf)
+        self.read_timeout_s = read_timeout_s
+        self.chunk = chunk
+
+    def read(self, topic: str, partition: int, start: int, end: int
+             ) -> Iterator[list[RawRecord]]:
+        """The records of ``topic[partition]`` in ``[start, end)``, in offset order."""
+        for messages in consume_range(self.consumer_conf, topic, partition, start, end,
+                                      self.chunk, self.read_timeout_s):
+            out: list[RawRecord] = []
+            add = out.append
+            for msg in messages:
+                ts_type, stamp = msg.timestamp()
+                # a record without a timestamp fails in its source node, naming it
+                ts: Any = stamp if ts_type and stamp >= 0 else None
+                add(RawRecord(topic, partition, msg.offset(), ts, msg.key(), msg.value(),
+                              tuple(msg.headers() or ())))
+            yield out

@@ -47,8 +47,10 @@ def main() -> int:
     from streamtable.kafka.source import register
     from streamtable.runtime.spark.session import spark_session
 
+    # the JVM does this contender's work: it keeps the JVM's default compilers
     spark = spark_session(None, f"plain-{args.app_id}",
-                          conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions)})
+                          conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions)},
+                          quick_jit=False)
     register(spark)
     status.event("engine_ready", seconds=time.time() - t0)
     reader = (spark.readStream.format("streamtable-kafka")

@@ -30,10 +30,17 @@ def worker_pythonpath() -> str:
     return os.pathsep.join(seen)
 
 
+# The JVM only plans, schedules and shuffles small rows here (records are read, processed and
+# written by the Python tasks): its quick compiler alone halves the JVM's CPU time of a run,
+# most of it spent compiling at start-up (W1, 300k lines: 27 -> 15 CPU s).
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+
 def spark_session(master: str | None = None, app_name: str = "streamtable",
-                  conf: Mapping[str, Any] | None = None) -> Any:
+                  conf: Mapping[str, Any] | None = None, quick_jit: bool = True) -> Any:
     """Get or create the SparkSession: ``local[*]`` unless a master is given (any Spark master
-    URL works: ``spark://host:7077``, ``yarn``, ``k8s://...``)."""
+    URL works: ``spark://host:7077``, ``yarn``, ``k8s://...``). ``quick_jit``: the JVMs use
+    only their quick compiler (see ``QUICK_JIT``); ``conf`` may set Java options of its own."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -61,6 +68,9 @@ def spark_session(master: str | None = None, app_name: str = "streamtable",
         .config("spark.driver.memory", os.environ.get("STREAMTABLE_DRIVER_MEMORY", "2g"))
         .config("spark.ui.showConsoleProgress", "false")
     )
+    if quick_jit:
+        builder = (builder.config("spark.driver.extraJavaOptions", QUICK_JIT)
+                   .config("spark.executor.extraJavaOptions", QUICK_JIT))
     for k, v in (conf or {}).items():
         builder = builder.config(k, str(v))
     spark = builder.getOrCreate()

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.processors.api import (
+    Change,
+    Headers,
+    Processor,
+    ProcessorContext,
+    Receiver,
+    Record,
+)
 from streamtable.processors.stateless import NULL_KEY_BEFORE_REPARTITION
 from streamtable.processors.table import StoringProcessor
 
@@ -35,32 +42,46 @@ class CountCombiner(Processor):
         self.active = context.caching_enabled(self.store_name)
         if self.active:
             context.register_flush(self.flush)
+        self.add = self._adder()
 
     def process(self, record: Record) -> None:
-        if record.key is None:
-            self.context.record_dropped(self.name, NULL_KEY_BEFORE_REPARTITION)
-            return
-        if not self.active:
-            self.forward(record)
-            return
-        if record.value is None:
-            self.context.record_dropped(self.name, NULL_IN_AGGREGATION)
-            return
-        entry = self._partial.get(record.key)
-        if entry is None:
-            self._partial[record.key] = [1, record.timestamp, record.headers]
-            return
-        entry[0] += 1
-        if record.timestamp >= entry[1]:  # the record the count would have seen last
-            entry[1] = record.timestamp
-            entry[2] = record.headers
+        self.add(record.key, record.value, record.timestamp, record.headers)
+
+    def receiver(self) -> Receiver:
+        return self.add  # the stateless operators before it call it with the parts
+
+    def _adder(self) -> Receiver:
+        partial, get, active = self._partial, self._partial.get, self.active
+
+        def add(key: Any, value: Any, timestamp: int, headers: Headers,
+                self: CountCombiner = self) -> None:
+            if key is None:
+                self.context.record_dropped(self.name, NULL_KEY_BEFORE_REPARTITION)
+                return
+            if not active:
+                self.forward(Record(key, value, timestamp, headers))
+                return
+            if value is None:
+                self.context.record_dropped(self.name, NULL_IN_AGGREGATION)
+                return
+            entry = get(key)
+            if entry is None:
+                partial[key] = [1, timestamp, headers]
+            else:
+                entry[0] += 1
+                if timestamp >= entry[1]:  # the record the count would have seen last
+                    entry[1] = timestamp
+                    entry[2] = headers
+
+        return add
 
     def flush(self) -> bool:
         """Forward the partial counts; True if there were any."""
         if not self._partial:
             return False
-        partial, self._partial = self._partial, {}
-        for key, (n, ts, headers) in partial.items():
+        held = list(self._partial.items())
+        self._partial.clear()
+        for key, (n, ts, headers) in held:
             self.forward(Record(key, n, ts, headers))
         return True
 

@@ -22,6 +22,9 @@ V = TypeVar("V")
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
+# A processor's entry taking a record's parts: ``receive(key, value, timestamp, headers)``.
+Receiver = Callable[[Any, Any, int, Headers], None]
+
 
 class Change(Generic[V]):
     """One update of a KTable row: the ``new`` value and the ``old`` one (``None`` = absent).
@@ -244,6 +247,29 @@ class Processor:
             return
         for c in self._children:
             c.process(record)
+
+    def receiver(self) -> Receiver:
+        """This processor as a function of a record's parts (key, value, timestamp, headers).
+
+        Chains of stateless operators pass records along without building a :class:`Record`
+        at every hop: an operator that can work on the parts overrides this and calls its
+        child's receiver (see :meth:`child_receiver`). The default builds the Record and calls
+        ``process``.
+        """
+        process = self.process
+
+        def receive(key: Any, value: Any, timestamp: int, headers: Headers) -> None:
+            process(Record(key, value, timestamp, headers))
+
+        return receive
+
+    def child_receiver(self) -> Receiver | None:
+        """The receiver of this processor's only child, or None when it forwards otherwise
+        (several children, by name, or an overridden ``forward``)."""
+        if (len(self._children) != 1 or self.forwards_by_name
+                or type(self).forward is not Processor.forward):
+            return None
+        return self._children[0].receiver()
 
 
 def failing_processor(error: BaseException) -> str | None:

@@ -16,7 +16,7 @@ reads exactly what its first attempt read.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from streamtable.processors.api import RawRecord
@@ -24,6 +24,29 @@ from streamtable.processors.api import RawRecord
 # Consumer group id librdkafka insists on for a consumer that only uses assign() and never
 # commits (tasks and end-offset probes).
 READER_GROUP_ID = "streamtable-kafka-reader"
+
+# (topic, partition, start, end): offsets [start, end) of one topic partition
+OffsetRange = tuple[str, int, int, int]
+
+
+def offset_ranges(start: Mapping[str, Mapping[str, int]],
+                  end: Mapping[str, Mapping[str, int]]) -> list[OffsetRange]:
+    """The ranges of a micro-batch from its start and end offsets (``{"topic": {"partition":
+    next offset}}``), in topic and partition order, leaving out partitions with no records; a
+    partition missing from ``start`` (new since) is read from offset 0.
+
+    >>> offset_ranges({"t": {"0": 5, "1": 7}}, {"t": {"0": 9, "1": 7}, "u": {"0": 2}})
+    [('t', 0, 5, 9), ('u', 0, 0, 2)]
+    """
+    result = []
+    for topic in sorted(end):
+        for part in sorted(end[topic], key=int):
+            begin = int(start.get(topic, {}).get(part, 0))
+            stop = int(end[topic][part])
+            if stop > begin:
+                result.append((topic, int(part), begin, stop))
+    return result
+
 
 class KafkaSourceError(RuntimeError):
     """The Kafka source could not do its work (the message names topic and partition)."""

@@ -68,7 +68,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from streamtable.kafka.ranges import READER_GROUP_ID, KafkaSourceError, consume_range
+from streamtable.kafka.ranges import (
+    READER_GROUP_ID,
+    KafkaSourceError,
+    consume_range,
+    offset_ranges,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -424,14 +429,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        result: list[InputPartition] = []
-        for topic in sorted(end):
-            for part in sorted(end[topic], key=int):
-                begin = int(start.get(topic, {}).get(part, 0))
-                stop = int(end[topic][part])
-                if stop > begin:
-                    result.append(KafkaInputPartition(topic, int(part), begin, stop))
-        return result
+        return [KafkaInputPartition(*r) for r in offset_ranges(start, end)]
 
     def commit(self, end: dict) -> None:
         self._commit_to_group(end)

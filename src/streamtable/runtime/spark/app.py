@@ -28,6 +28,7 @@ from streamtable.engine.ports import (
 from streamtable.errors import StreamsError
 from streamtable.kafka.output import KafkaOutput
 from streamtable.kafka.ranges import RangeReader
+from streamtable.runtime.spark.offsets import batch_ranges, ranges_frame
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
 from streamtable.runtime.spark.stage import (
@@ -233,6 +234,9 @@ class StreamsApp:
         distributed = self._distributed_output()
         cached = []
         if "end" in df.columns:
+            known = batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id)
+            if known is not None:  # no Spark job that only lists the ranges
+                df = ranges_frame(df.sparkSession, known)
             source = df.select(
                 "topic", "partition", F.col("start").alias("offset"),
                 *[F.lit(None).cast(t).alias(c) for c, t in _RANGE_NULLS],
@@ -500,6 +504,21 @@ def _warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
     return thread
 
 
+def records_in(progress: Any) -> int:
+    """The records a micro-batch read, from its sources' offsets: Spark's ``numInputRows`` counts
+    the offset ranges the stages were handed (``read.mode=ranges``), not the records in them."""
+    import json
+
+    total = 0
+    for source in progress.sources:
+        start = json.loads(source.startOffset) if source.startOffset else {}
+        end = json.loads(source.endOffset) if source.endOffset else {}
+        for topic, parts in (end or {}).items():
+            begun = (start or {}).get(topic, {})
+            total += sum(max(0, int(off) - int(begun.get(p, 0))) for p, off in parts.items())
+    return total
+
+
 def _ensure_progress_listener(spark: Any) -> None:
     """One log line per micro-batch: records in, time taken, rate."""
     if id(spark) in _LISTENERS:
@@ -512,7 +531,7 @@ def _ensure_progress_listener(spark: Any) -> None:
 
         def onQueryProgress(self, event: Any) -> None:
             p = event.progress
-            rows = p.numInputRows
+            rows = records_in(p)
             if rows == 0:
                 return
             ms = p.batchDuration or 1

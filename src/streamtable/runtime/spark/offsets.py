@@ -1,0 +1,68 @@
+"""A micro-batch's offset ranges, known on the driver without a Spark job.
+
+Spark writes a batch's end offsets to the query's offset log (``<checkpoint>/offsets/<batch>``)
+before it runs the batch, and a batch starts where the one before it ended. Reading the two
+files gives the ranges the Kafka source would hand the stages, so the stages can be fed from a
+small driver-built DataFrame instead of a Spark job that runs the source's Python reader once per
+partition only to produce one row each. A replayed batch reads the same two files, so it reads
+exactly the records its first attempt read.
+
+>>> import json, pathlib, tempfile
+>>> log = pathlib.Path(tempfile.mkdtemp())
+>>> for batch, ends in [(3, {"t": {"0": 5, "1": 2}}), (4, {"t": {"0": 9, "1": 2}})]:
+...     _ = (log / str(batch)).write_text("v1\\n{}\\n" + json.dumps(ends))
+>>> batch_ranges(log, 4)
+[('t', 0, 5, 9)]
+>>> batch_ranges(log, 3) is None   # the first batch: its start is not in the log
+True
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from streamtable.kafka.ranges import OffsetRange, offset_ranges
+
+
+def _end_offsets(offset_log: Path, batch_id: int) -> dict[str, dict[str, int]] | None:
+    """The source's end offsets of ``batch_id`` (the query has one source), or None."""
+    try:
+        lines = (offset_log / str(batch_id)).read_text().splitlines()
+    except OSError:
+        return None
+    # "v1", the batch's metadata, then one line per source ("-" when it had no offset)
+    if len(lines) != 3 or not lines[0].startswith("v") or lines[2].strip() == "-":
+        return None
+    offsets: dict[str, dict[str, int]] = json.loads(lines[2])
+    return offsets
+
+
+def batch_ranges(offset_log: Path, batch_id: int) -> list[OffsetRange] | None:
+    """The offset ranges of ``batch_id`` from the query's offset log, or None when the log
+    cannot tell (the first batch, or no log)."""
+    end = _end_offsets(offset_log, batch_id)
+    start = _end_offsets(offset_log, batch_id - 1) if batch_id > 0 else None
+    if end is None or start is None:
+        return None
+    return offset_ranges(start, end)
+
+
+def ranges_frame(spark: Any, ranges: list[OffsetRange]) -> Any:
+    """The ranges as a DataFrame with the Kafka source's ``read.mode=ranges`` columns, one Spark
+    partition per range (so a stage reading one topic gets one Kafka partition per task)."""
+    from pyspark.sql import functions as F
+
+    ids = spark.range(0, len(ranges), 1, max(1, len(ranges)))
+
+    def column(values: list[Any], kind: str, name: str) -> Any:
+        if not values:
+            return F.lit(None).cast(kind).alias(name)
+        return F.element_at(F.array(*[F.lit(v).cast(kind) for v in values]),
+                            (F.col("id") + 1).cast("int")).alias(name)
+
+    topics, partitions, starts, ends = (list(c) for c in zip(*ranges, strict=True)) \
+        if ranges else ([], [], [], [])
+    return ids.select(column(topics, "string", "topic"), column(partitions, "int", "partition"),
+                      column(starts, "long", "start"), column(ends, "long", "end"))

@@ -58,8 +58,10 @@ def admin_client(bootstrap_servers: str, extra: Mapping[str, Any] | None = None)
     return AdminClient(conf)
 
 
-def _metadata_partitions(admin: AdminClient, timeout: float) -> dict[str, int]:
-    metadata = admin.list_topics(timeout=timeout)
+def _metadata_partitions(client: Any, timeout: float) -> dict[str, int]:
+    """Partition counts of every topic, from any client with ``list_topics`` (an AdminClient,
+    or a producer that is connected already)."""
+    metadata = client.list_topics(timeout=timeout)
     counts: dict[str, int] = {}
     for name, topic in metadata.topics.items():
         if topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -81,8 +83,10 @@ def partition_counts(
     *,
     timeout: float = 10.0,
     client_config: Mapping[str, Any] | None = None,
+    client: Any = None,
 ) -> dict[str, int]:
-    """Number of partitions of each named topic.
+    """Number of partitions of each named topic; ``client``: a connected client to ask (a
+    producer, say: no new connection), else a new AdminClient.
 
     Raises :class:`TopicNotFoundError` naming the first topic that does not exist.
 
@@ -90,7 +94,8 @@ def partition_counts(
     {'orders': 4}
     """
     wanted = list(dict.fromkeys(names))
-    counts = _metadata_partitions(admin_client(bootstrap_servers, client_config), timeout)
+    counts = _metadata_partitions(client or admin_client(bootstrap_servers, client_config),
+                                  timeout)
     for name in wanted:
         if counts.get(name, 0) <= 0:
             raise TopicNotFoundError(

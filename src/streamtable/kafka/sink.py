@@ -486,7 +486,7 @@ def produce_rows(
             topic = rec.topic
             if topic not in counts:
                 counts.update(
-                    partition_counts(bootstrap_servers, [topic], client_config=client_conf)
+                    partition_counts(bootstrap_servers, [topic], client=producer)
                 )
             n = counts[topic]
             key = _to_bytes(rec.key, "key")

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test test-fast test-cluster lint demo bench clean
+.PHONY: install test test-fast test-cluster soak lint demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,13 @@ test-fast: install
 # a real Spark standalone cluster (master, 2 workers sharing no disk) and a moto S3: needs root
 test-cluster: install
 	$(PY) -m pytest -q tests/cluster --run-cluster
+
+# faults that take minutes: the broker frozen for a minute mid-run, and kill -9 of the
+# application SOAK_KILLS times in a row (prints kills, batches replayed, records checked,
+# divergences)
+SOAK_KILLS ?= 100
+soak: install
+	STREAMTABLE_SOAK_KILLS=$(SOAK_KILLS) $(PY) -m pytest -q -s -m slow tests/faults
 
 lint: install
 	$(PY) -m ruff check src tests

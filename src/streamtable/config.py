@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     # the first batch after a start (Spark runtime; None: a sixteenth of max.records.per.batch),
     # growing fourfold per batch up to max.records.per.batch
     "first.batch.records": None,
+    # how long the application waits for an unreachable Kafka (planning a batch, reading,
+    # writing) before it stops with an error, as Kafka Streams' key of the same name
+    "task.timeout.ms": 300_000,
     "serving.url": None,  # the serving store: postgresql://... or a SQLite file (None: state.dir)
 }
 

@@ -24,11 +24,14 @@ class KafkaOutput:
     distributed = True
 
     def __init__(self, bootstrap_servers: str, app_id: str, commit_dir: str,
-                 producer_config: Mapping[str, Any] | None = None) -> None:
+                 producer_config: Mapping[str, Any] | None = None,
+                 flush_timeout_s: float = 300.0) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.app_id = app_id
         self.commit_dir = commit_dir
         self.producer_config = dict(producer_config or {})
+        # how long a batch's records may wait for an unreachable Kafka before the batch fails
+        self.flush_timeout_s = flush_timeout_s
 
     def warm_up(self, timeout: float = 5.0) -> None:
         """Connect this process's producer ahead of its first batch (an idempotent producer's
@@ -46,4 +49,4 @@ class KafkaOutput:
 
         produce_rows(self.bootstrap_servers, records, batch_id, self.app_id,
                      commit_dir=self.commit_dir, writer_id=writer,
-                     producer_config=self.producer_config)
+                     producer_config=self.producer_config, flush_timeout=self.flush_timeout_s)

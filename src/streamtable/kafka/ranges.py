@@ -15,11 +15,14 @@ reads exactly what its first attempt read.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from streamtable.processors.api import RawRecord
+
+logger = logging.getLogger(__name__)
 
 # Consumer group id librdkafka insists on for a consumer that only uses assign() and never
 # commits (tasks and end-offset probes).
@@ -94,6 +97,7 @@ def consume_range(
         done = start >= end
         last_offset = start - 1
         last_progress = time.monotonic()
+        said = 0  # "waiting" lines logged since the last progress
         eof_code = KafkaError._PARTITION_EOF
         last_wanted = end - 1
         while not done:
@@ -103,12 +107,21 @@ def consume_range(
                 messages: list[Any] = consumer.consume(num_messages=chunk, timeout=0.05)
                 if messages:
                     last_progress = time.monotonic()
-                elif time.monotonic() - last_progress > read_timeout_s:
-                    raise KafkaSourceError(
-                        f"streamtable-kafka: no progress reading {where} for "
-                        f"{read_timeout_s:.0f}s (wanted offsets {start}..{end}, last read "
-                        f"{out[-1].offset() if out else last_offset})"
-                    )
+                    said = 0
+                else:
+                    idle = time.monotonic() - last_progress
+                    if idle > read_timeout_s:
+                        raise KafkaSourceError(
+                            f"streamtable-kafka: no progress reading {where} for "
+                            f"{read_timeout_s:.0f}s (wanted offsets {start}..{end}, last read "
+                            f"{out[-1].offset() if out else last_offset})"
+                        )
+                    if idle > 10 * (said + 1):
+                        said += 1
+                        logger.warning(
+                            "waiting for Kafka to read %s (offsets %d..%d): nothing for %.0f s; "
+                            "retrying for up to %.0f s", where, start, end, idle,
+                            read_timeout_s - idle)
                 for msg in messages:
                     err = msg.error()
                     if err is not None:

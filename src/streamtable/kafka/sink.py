@@ -415,6 +415,19 @@ def warm_up_producer(bootstrap_servers: str, producer_config: Mapping[str, Any] 
     producer.flush(timeout)
 
 
+def _flush_waiting(producer: Producer, timeout: float, bootstrap_servers: str) -> int:
+    """``producer.flush(timeout)``, saying every ten seconds that it waits for Kafka; returns
+    the records still undelivered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        remaining = int(producer.flush(max(0.0, min(10.0, left))))
+        if not remaining or left <= 10.0:
+            return remaining
+        logger.warning("waiting for Kafka at %s to take %d record(s); retrying for up to %.0f s",
+                       bootstrap_servers, remaining, left - 10.0)
+
+
 def produce_rows(
     bootstrap_servers: str,
     rows: Iterable[Any],
@@ -575,7 +588,7 @@ def produce_rows(
                     tp[1],
                     max(seqs),
                 )
-        remaining = producer.flush(flush_timeout)
+        remaining = _flush_waiting(producer, flush_timeout, bootstrap_servers)
         if failures:
             topic, part, err = failures[0]
             raise KafkaDeliveryError(

@@ -36,7 +36,9 @@ Options:
   partition with data, ``topic, partition, start, end`` (offsets ``[start, end)``), for a
   consumer of the batch that reads the records itself (see :mod:`streamtable.kafka.ranges`).
 * ``read.timeout.ms`` (default 120000): a task fails, naming the partition, if it makes no
-  progress for this long. ``metadata.timeout.ms`` (default 30000) bounds driver-side lookups.
+  progress for this long. ``metadata.timeout.ms`` (default 30000) bounds one driver-side
+  lookup; ``task.timeout.ms`` (default 300000) is how long planning a batch keeps retrying
+  while Kafka does not answer (logging what it waits for) before the query fails.
 * ``kafka.<name>``: any librdkafka consumer setting (e.g. ``kafka.security.protocol``).
 * ``development.broker.profile`` (``true``/``false``): see :mod:`streamtable.kafka.broker`.
 
@@ -48,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -257,6 +259,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         self.read_timeout_s = int(opts.get("read.timeout.ms", "120000")) / 1000.0
         self.metadata_timeout_s = int(opts.get("metadata.timeout.ms", "30000")) / 1000.0
+        self.task_timeout_s = int(opts.get("task.timeout.ms", "300000")) / 1000.0
         self.development_profile = _truthy(opts.get("development.broker.profile", "false"))
         self.kafka_conf: dict[str, str] = {
             k[len("kafka.") :]: v
@@ -402,7 +405,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # but calls commit() for it only when it plans the *next* batch. Committing `start`
         # here keeps the consumer group's lag current, including after the last batch.
         self._commit_to_group(start)
-        ends = self._target if self._target is not None else self._end_offsets()
+        ends = self._target if self._target is not None else self._waiting_for_kafka(
+            "plan the next batch", self._end_offsets)
         merged: dict[str, dict[str, int]] = {t: dict(ps) for t, ps in start.items()}
         available: dict[tuple[str, str], int] = {}
         for topic, parts in ends.items():
@@ -421,6 +425,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if any(available.values()):
             self._planned_batches = min(self._planned_batches + 1, 16)
         return _canonical(merged)
+
+    def _waiting_for_kafka(self, what: str, call: Callable[[], Offsets]) -> Offsets:
+        """``call()``, retried while Kafka does not answer, for up to ``task.timeout.ms``."""
+        deadline = time.monotonic() + self.task_timeout_s
+        delay = 0.5
+        while True:
+            try:
+                return call()
+            except Exception as e:
+                left = deadline - time.monotonic()
+                if left <= delay:
+                    raise KafkaSourceError(
+                        f"streamtable-kafka: Kafka at {self.bootstrap_servers} did not answer "
+                        f"for {self.task_timeout_s:.0f} s (task.timeout.ms) while trying to "
+                        f"{what}: {e}") from e
+                logger.warning("waiting for Kafka at %s to %s (%s); retrying for up to %.0f s",
+                               self.bootstrap_servers, what, e, left)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     def reportLatestOffset(self) -> dict | None:
         try:

@@ -217,7 +217,7 @@ class StreamsApp:
         if self._output is None:
             self._output = KafkaOutput(
                 self.config["bootstrap.servers"], self.application_id,
-                join(self.shared_location, "sink"),
+                join(self.shared_location, "sink"), flush_timeout_s=self._task_timeout_s,
             )
         return self._output
 
@@ -309,7 +309,13 @@ class StreamsApp:
 
     def _range_reader(self) -> RangeReader:
         """How stage tasks read the offset ranges of a ``read.mode=ranges`` batch."""
-        return RangeReader({"bootstrap.servers": self.config["bootstrap.servers"]})
+        return RangeReader({"bootstrap.servers": self.config["bootstrap.servers"]},
+                           read_timeout_s=self._task_timeout_s)
+
+    @property
+    def _task_timeout_s(self) -> float:
+        """How long a batch waits for an unreachable Kafka before it fails."""
+        return int(self.config["task.timeout.ms"]) / 1000
 
     def _distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves (see
@@ -362,7 +368,8 @@ class StreamsApp:
                   .option("topics", ",".join(plan.source_topics))
                   .option("group.id", self.application_id)
                   # the stages read their partitions' records themselves
-                  .option("read.mode", "ranges"))
+                  .option("read.mode", "ranges")
+                  .option("task.timeout.ms", str(self.config["task.timeout.ms"])))
         max_records = self.config.get("max.records.per.batch")
         if max_records:
             reader = reader.option("max.records.per.batch", str(max_records))

@@ -100,7 +100,8 @@ def test_python_worker_killed_mid_batch_is_retried_without_double_state(bootstra
         reader.join(10)
     assert killed == 2
     text = "".join(log)
-    assert "Python worker exited unexpectedly" in text or "Lost task" in text, text[-3000:]
+    (tmp_path / "cli.log").write_text(text)
+    assert "Python worker exited unexpectedly" in text or "Lost task" in text, tmp_path
     per_word = output_counts(bootstrap, out)
     assert {w: seq[-1] for w, seq in per_word.items()} == expected
     for word, seq in per_word.items():

@@ -25,6 +25,9 @@ def test_records_of_a_batch_are_the_offsets_it_advanced_over():
 
 def test_first_batch_counts_from_offset_zero():
     assert records_in(_progress(None, {"a": {"0": 7, "1": 2}})) == 9
+    first = SimpleNamespace(sources=[SimpleNamespace(startOffset="None",
+                                                     endOffset='{"a": {"0": 4}}')])
+    assert records_in(first) == 4
 
 
 def _write_log(log: Path, batch: int, offsets: dict | None) -> None:

@@ -514,16 +514,24 @@ def _warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
 def records_in(progress: Any) -> int:
     """The records a micro-batch read, from its sources' offsets: Spark's ``numInputRows`` counts
     the offset ranges the stages were handed (``read.mode=ranges``), not the records in them."""
-    import json
-
     total = 0
     for source in progress.sources:
-        start = json.loads(source.startOffset) if source.startOffset else {}
-        end = json.loads(source.endOffset) if source.endOffset else {}
-        for topic, parts in (end or {}).items():
-            begun = (start or {}).get(topic, {})
+        start, end = _offsets_of(source.startOffset), _offsets_of(source.endOffset)
+        for topic, parts in end.items():
+            begun = start.get(topic, {})
             total += sum(max(0, int(off) - int(begun.get(p, 0))) for p, off in parts.items())
     return total
+
+
+def _offsets_of(text: Any) -> dict[str, dict[str, int]]:
+    """A source offset of a progress report (JSON, or absent before the first batch)."""
+    import json
+
+    try:
+        offsets = json.loads(text) if text else {}
+    except (TypeError, ValueError):
+        return {}
+    return offsets if isinstance(offsets, dict) else {}
 
 
 def _ensure_progress_listener(spark: Any) -> None:

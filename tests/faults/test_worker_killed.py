@@ -20,6 +20,7 @@ from streamtable.serving import SqliteServingStore
 pytestmark = pytest.mark.spark
 
 DAEMON = b"streamtable.runtime.spark.daemon"
+CRASH = "Python worker exited unexpectedly"
 
 
 def _cmdline(pid: int) -> bytes:
@@ -75,8 +76,10 @@ def test_python_worker_killed_mid_batch_is_retried_without_double_state(bootstra
         while sum(" records in " in line for line in list(log)) < 1:
             assert proc.poll() is None and time.monotonic() < deadline, "".join(log)[-3000:]
             time.sleep(0.1)
-        # kill workers while later batches run
-        while killed < 2 and time.monotonic() < deadline:
+        # kill workers working on later batches' tasks until one dies in a task (a kill can
+        # land just after a task ended)
+        while (killed < 8 and time.monotonic() < deadline
+               and not any(CRASH in line for line in list(log))):
             workers = busy_python_workers()
             if workers:
                 victim = rng.choice(workers)
@@ -98,10 +101,8 @@ def test_python_worker_killed_mid_batch_is_retried_without_double_state(bootstra
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         reader.join(10)
-    assert killed == 2
     text = "".join(log)
-    (tmp_path / "cli.log").write_text(text)
-    assert "Python worker exited unexpectedly" in text or "Lost task" in text, tmp_path
+    assert CRASH in text, f"no kill landed in a task ({killed} kills): {text[-2000:]}"
     per_word = output_counts(bootstrap, out)
     assert {w: seq[-1] for w, seq in per_word.items()} == expected
     for word, seq in per_word.items():

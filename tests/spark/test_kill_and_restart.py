@@ -81,7 +81,7 @@ def kill_rounds(bootstrap: str, tmp_path: Path, rounds: int, seed: int = 7) -> d
         reader.start()
         # kill after a random number of finished batches, at a random moment of the next one
         target = rng.randint(1, 3)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while sum(" records in " in line for line in list(log)) < target:
             assert proc.poll() is None, "".join(log)[-3000:]
             assert time.monotonic() < deadline, "no progress: " + "".join(log)[-3000:]
@@ -93,6 +93,9 @@ def kill_rounds(bootstrap: str, tmp_path: Path, rounds: int, seed: int = 7) -> d
         batches_before_kill.append(sum(" records in " in line for line in log))
         if _last_batch(checkpoint / "offsets") > _last_batch(checkpoint / "commits"):
             replayed += 1
+        if rounds > 2:
+            print(f"kill {_round + 1}/{rounds}: {replayed} batches left to replay so far",
+                  flush=True)
     final = run_cli(app, bootstrap, state, "--until-caught-up")
     _, err = final.communicate(timeout=300)
     assert final.returncode == 0, err.decode()[-3000:]

@@ -37,7 +37,8 @@ def _events(n: int) -> list[tuple[bytes, bytes]]:
     for i in range(n):
         user = "hot" if i % 2 == 0 else f"user-{rng.randrange(200)}"
         size = MB if i % 150 == 7 else rng.randrange(10, 200)
-        out.append((json.dumps(f"e{i}").encode(), json.dumps({"user": user, "blob": "x" * size}).encode()))
+        value = {"user": user, "blob": "x" * size}
+        out.append((json.dumps(f"e{i}").encode(), json.dumps(value).encode()))
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamtable import SessionWindows, StreamsBuilder, TopologyTestDriver, Windowed
+from streamtable import Materialized, SessionWindows, StreamsBuilder, TopologyTestDriver, Windowed
 
 
 def _driver(cache: bool, grace: int = 0):
@@ -55,9 +55,11 @@ def test_a_record_for_a_closed_session_is_late():
 def test_session_reduce_and_aggregate_merge_their_sessions():
     b = StreamsBuilder()
     grouped = b.stream("in").group_by_key().windowed_by(SessionWindows.of_inactivity_gap(20))
-    grouped.reduce(lambda a, v: a + v, materialized="sums")
+    # kept longer than the default retention (gap + grace = 20): at stream time 30 the
+    # session [0, 0] would be gone before 15 can bridge it to [30, 30]
+    grouped.reduce(lambda a, v: a + v, materialized=Materialized.as_("sums").with_retention(60))
     grouped.aggregate(list, lambda k, v, agg: [*agg, v], lambda k, a1, a2: sorted(a1 + a2),
-                      materialized="lists")
+                      materialized=Materialized.as_("lists").with_retention(60))
     driver = TopologyTestDriver(b.build())
     topic = driver.create_input_topic("in")
     for ts, v in [(0, 1), (30, 2), (15, 4)]:  # 15 bridges the two sessions

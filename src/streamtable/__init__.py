@@ -34,6 +34,7 @@ from streamtable.errors import (
     TopologyError,
 )
 from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.sliding import SlidingWindows
 from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
 from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
 from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
@@ -62,6 +63,7 @@ __all__ = [
     "BufferConfig",
     "EmitStrategy",
     "SessionWindows",
+    "SlidingWindows",
     "Suppressed",
     "TimeWindows",
     "Windowed",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamtable import SessionWindows, StreamsBuilder, TopologyTestDriver, Windowed
+from streamtable import Materialized, SessionWindows, StreamsBuilder, TopologyTestDriver, Windowed
 
 
 def _driver(cache: bool, grace: int = 0):
@@ -46,18 +46,25 @@ def test_sessions_merge_with_tombstones_for_the_replaced_sessions(cache):
 def test_a_record_for_a_closed_session_is_late():
     driver, topic, out = _driver(cache=True, grace=2)
     _pipe(topic, out, 0)
-    _pipe(topic, out, 30)  # stream time 30: sessions ending before 28 are closed
+    # stream time 30: sessions ending before 30 - grace 2 - gap 5 = 23 are closed (Kafka
+    # Streams' KStreamSessionWindowAggregate: a session can grow until then)
+    _pipe(topic, out, 30)
     assert _pipe(topic, out, 2) == []
-    assert driver.dropped_records == {"late record for a closed session": 1}
-    assert _pipe(topic, out, 27) == [("a@30-30", None, 30), ("a@27-30", 2, 30)]
+    assert _pipe(topic, out, 22) == []
+    assert driver.dropped_records == {"late record for a closed session": 2}
+    assert _pipe(topic, out, 24) == [("a@24-24", 1, 24)]  # still open: a session of its own
+    assert _pipe(topic, out, 27) == [("a@24-24", None, 24), ("a@30-30", None, 30),
+                                     ("a@24-30", 3, 30)]
 
 
 def test_session_reduce_and_aggregate_merge_their_sessions():
     b = StreamsBuilder()
     grouped = b.stream("in").group_by_key().windowed_by(SessionWindows.of_inactivity_gap(20))
-    grouped.reduce(lambda a, v: a + v, materialized="sums")
+    # kept longer than the default retention (gap + grace = 20): at stream time 30 the
+    # session [0, 0] would be gone before 15 can bridge it to [30, 30]
+    grouped.reduce(lambda a, v: a + v, materialized=Materialized.as_("sums").with_retention(60))
     grouped.aggregate(list, lambda k, v, agg: [*agg, v], lambda k, a1, a2: sorted(a1 + a2),
-                      materialized="lists")
+                      materialized=Materialized.as_("lists").with_retention(60))
     driver = TopologyTestDriver(b.build())
     topic = driver.create_input_topic("in")
     for ts, v in [(0, 1), (30, 2), (15, 4)]:  # 15 bridges the two sessions

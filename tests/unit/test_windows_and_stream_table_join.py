@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamtable import StreamsBuilder, TimeWindows, TopologyTestDriver, Windowed
+from streamtable import Materialized, StreamsBuilder, TimeWindows, TopologyTestDriver, Windowed
 from streamtable.cli import load_app
 
 MIN = 60_000
@@ -32,15 +32,15 @@ def test_tumbling_count_and_late_records_beyond_grace_are_dropped_and_counted():
     topic.pipe_input("b", "x", timestamp=15)  # stream time 15 = end 10 + grace 5: closes [0, 10)
     topic.pipe_input("a", "x", timestamp=8)   # late
     store = driver.get_key_value_store("counts")
-    assert store.to_dict() == {Windowed("a", 0, 10): 3, Windowed("a", 10, 20): 2,
-                               Windowed("b", 10, 20): 1}
+    # [0, 10) closed and, its retention (size + grace) over, left the store
+    assert store.to_dict() == {Windowed("a", 10, 20): 2, Windowed("b", 10, 20): 1}
     assert driver.dropped_records == {"late record for a closed window": 1}
 
 
 def test_windowed_reduce_starts_from_first_value():
     b = StreamsBuilder()
     (b.stream("in").group_by_key().windowed_by(TimeWindows.of(100))
-        .reduce(lambda a, v: a + v, "sums"))
+        .reduce(lambda a, v: a + v, Materialized.as_("sums").with_retention(1000)))
     driver = TopologyTestDriver(b.build())
     topic = driver.create_input_topic("in")
     for ts, v in ((1, 5), (2, 7), (150, 1)):

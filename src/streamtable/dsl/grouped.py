@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from streamtable.dsl.materialized import Materialized
+from streamtable.dsl.materialized import Materialized, as_materialized
 from streamtable.processors import aggregate as agg
+from streamtable.processors.sliding import SlidingWindowedAggregate, SlidingWindows
 from streamtable.processors.stateless import DropNullKeys
 from streamtable.processors.suppress import EmitStrategy, Suppressed
 from streamtable.processors.window import (
@@ -17,7 +18,7 @@ from streamtable.processors.window import (
 )
 from streamtable.serde import Serde
 
-W = TypeVar("W", TimeWindows, SessionWindows)
+W = TypeVar("W", TimeWindows, SessionWindows, SlidingWindows)
 
 if TYPE_CHECKING:
     from typing import Self
@@ -50,6 +51,7 @@ class KGroupedStream:
         make: Callable[[str, bool], Any],
         named: str | None,
         combine: bool = False,
+        store_kind: str = "key-value",
     ) -> KTable:
         """The aggregation node ``make(store, combined)`` after a repartition when needed.
         ``combine``: records may be combined into partial counts before the repartition (for
@@ -58,6 +60,7 @@ class KGroupedStream:
 
         b = self._stream._builder
         store = b.add_store(materialized, f"{prefix}-STATE-STORE")
+        store.kind = store_kind
         store_name = store.name
         parent = self._stream._node
         combined = False
@@ -81,8 +84,11 @@ class KGroupedStream:
     @overload
     def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
 
-    def windowed_by(self, windows: TimeWindows | SessionWindows
-                    ) -> TimeWindowedKStream | SessionWindowedKStream:
+    @overload
+    def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedKStream: ...
+
+    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows
+                    ) -> TimeWindowedKStream | SessionWindowedKStream | SlidingWindowedKStream:
         """Aggregate per time window: the result is a table keyed by
         :class:`~streamtable.processors.window.Windowed` keys.
 
@@ -93,9 +99,14 @@ class KGroupedStream:
         ...     .count("notification-counts"))
         >>> sessions = (b.stream("clicks").group_by_key()
         ...     .windowed_by(SessionWindows.of_inactivity_gap(300_000)).count("sessions"))
+        >>> last_minute = (b.stream("payments").group_by_key()
+        ...     .windowed_by(SlidingWindows.of_time_difference_and_grace(60_000, 5_000))
+        ...     .count("payments-in-any-minute"))
         """
         if isinstance(windows, SessionWindows):
             return SessionWindowedKStream(self, windows)
+        if isinstance(windows, SlidingWindows):
+            return SlidingWindowedKStream(self, windows)
         return TimeWindowedKStream(self, windows)
 
     def count(self, materialized: Materialized | str | None = None, *,
@@ -151,10 +162,36 @@ class _WindowedKStream(Generic[W]):
         return type(self)(self._grouped, self._windows, strategy)
 
     def _windowed(self, materialized: Materialized | str | None, prefix: str,
-                  make: Callable[[str], Any], named: str | None, grace: int) -> KTable:
-        table = self._grouped._aggregate(materialized, prefix, lambda s, _: make(s), named)
+                  make: Callable[[str, int], Any], named: str | None, grace: int) -> KTable:
+        """``make(store, retention)``: the aggregation processor; ``grace``: how long after
+        its window's end a result may still change (what suppression waits for)."""
+        retention = self._retention(as_materialized(materialized))
+        kind = "session" if isinstance(self._windows, SessionWindows) else "window"
+        table = self._grouped._aggregate(materialized, prefix,
+                                         lambda s, _: make(s, retention), named,
+                                         store_kind=kind)
         table._grace = grace
         return table.suppress(Suppressed.until_window_closes()) if self._emit.final else table
+
+    def _retention(self, materialized: Materialized | None) -> int:
+        """The store's retention: ``Materialized.with_retention`` or Kafka Streams' default,
+        which is also the least a store needs to hold every window that can still change."""
+        w = self._windows
+        if isinstance(w, SessionWindows):
+            least, what = w.gap + w.grace, "the inactivity gap plus the grace period"
+        elif isinstance(w, SlidingWindows):
+            least = 2 * w.time_difference + w.grace
+            what = "twice the time difference plus the grace period"
+        else:
+            least, what = w.size + w.grace, "the window size plus the grace period"
+        retention = None if materialized is None else materialized.retention
+        if retention is None:
+            return least
+        if retention < least:
+            name = materialized.name if materialized is not None else None
+            raise ValueError(f"the retention of store {name!r} ({retention} ms) must be no "
+                             f"smaller than {what} ({least} ms)")
+        return retention
 
 
 class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
@@ -179,8 +216,45 @@ class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
         windows = self._windows
         return self._windowed(
             materialized, "KSTREAM-WINDOWED-AGGREGATE",
-            lambda s: WindowedAggregate(s, windows, initializer, aggregator), named,
+            lambda s, r: WindowedAggregate(s, windows, initializer, aggregator, r), named,
             windows.grace,
+        )
+
+
+class SlidingWindowedKStream(_WindowedKStream[SlidingWindows]):
+    """A grouped stream with sliding windows: ``count``, ``reduce``, ``aggregate`` per window
+    (a table keyed by :class:`~streamtable.processors.window.Windowed` keys whose ``end`` is
+    inclusive).
+
+    >>> from streamtable import SlidingWindows, StreamsBuilder
+    >>> totals = (StreamsBuilder().stream("payments").group_by_key()
+    ...     .windowed_by(SlidingWindows.of_time_difference_without_grace(60_000))
+    ...     .reduce(lambda a, b: a + b, "payments-within-a-minute"))
+    """
+
+    def count(self, materialized: Materialized | str | None = None, *,
+              named: str | None = None) -> KTable:
+        return self.aggregate(_zero, _count_one, materialized, named=named)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | str | None = None, *,
+               named: str | None = None) -> KTable:
+        def aggregator(key: Any, value: Any, agg: Any) -> Any:
+            return value if agg is _FIRST else reducer(agg, value)
+
+        return self.aggregate(_first, aggregator, materialized, named=named)
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | str | None = None, *,
+                  named: str | None = None) -> KTable:
+        windows = self._windows
+        # a sliding window includes its end: it is still open when stream time minus the
+        # grace period reaches its end, and final only one millisecond later
+        return self._windowed(
+            materialized, "KSTREAM-SLIDING-WINDOWED-AGGREGATE",
+            lambda s, r: SlidingWindowedAggregate(s, windows, initializer, aggregator, r),
+            named, windows.grace + 1,
         )
 
 
@@ -217,8 +291,10 @@ class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
         windows = self._windows
         return self._windowed(
             materialized, "KSTREAM-SESSION-WINDOWED-AGGREGATE",
-            lambda s: SessionWindowedAggregate(s, windows, initializer, aggregator, merger),
-            named, windows.grace,
+            lambda s, r: SessionWindowedAggregate(s, windows, initializer, aggregator, merger,
+                                                  r),
+            # a session can change until stream time passes its end plus gap and grace
+            named, windows.grace + windows.gap,
         )
 
 

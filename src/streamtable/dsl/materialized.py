@@ -22,6 +22,7 @@ class Materialized:
     value_serde: Serde | str | None = None
     caching: bool | None = None
     logging: bool = True
+    retention: int | None = None
 
     @classmethod
     def as_(cls, name: str) -> Materialized:
@@ -41,6 +42,19 @@ class Materialized:
 
     def with_logging_disabled(self) -> Materialized:
         return replace(self, logging=False)
+
+    def with_retention(self, retention_ms: int) -> Materialized:
+        """How long a window or session store keeps a window (ms past its start; a session:
+        past its end) before deleting it. Defaults to the window size (or inactivity gap) plus
+        the grace period; sliding windows: twice the time difference plus the grace period.
+        It may not be shorter than that.
+
+        >>> Materialized.as_("counts").with_retention(3_600_000).retention
+        3600000
+        """
+        if retention_ms < 0:
+            raise ValueError("retention must not be negative")
+        return replace(self, retention=retention_ms)
 
 
 def as_materialized(spec: Materialized | str | None) -> Materialized | None:

@@ -9,29 +9,67 @@ of its key that ends less than the inactivity gap before it or starts less than 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamtable.processors.api import Record
+from streamtable.processors.api import ProcessorContext, Record
 from streamtable.processors.table import StoringProcessor
+from streamtable.state.windowed import Windowed
+
+__all__ = ["ExpiringWindows", "SessionWindowedAggregate", "SessionWindows", "TimeWindows",
+           "WindowedAggregate", "Windowed"]
 
 
-@dataclass(frozen=True, order=True)
-class Windowed:
-    """A key within a time window ``[start, end)`` (milliseconds), the key of windowed tables.
+class ExpiringWindows(StoringProcessor):
+    """A windowed aggregation whose store keeps windows for ``retention`` ms (Kafka Streams'
+    window and session stores' retention period).
 
-    >>> Windowed("mark", 0, 600_000)
-    Windowed(key='mark', start=0, end=600000)
+    A window expires once stream time is ``retention`` past its start (a session: past its
+    end): it is deleted from the store through the store's own ``delete``, so a runtime that
+    persists the store's changes persists the deletion too. Nothing is forwarded for an
+    expired window (Kafka Streams drops the store's old segments silently). ``retention`` is
+    ``None`` for a store that keeps its windows forever.
     """
 
-    key: Any
-    start: int
-    end: int
+    retention: int | None = None
+    # a session store's windows expire by their end, a window store's by their start
+    expire_by_end = False
 
-    def __getitem__(self, index: int) -> Any:
-        """``(key, start, end)[index]``: stores index windowed keys by their key."""
-        return (self.key, self.start, self.end)[index]
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self._expiry: list[tuple[int, int, Windowed]] = []
+        self._seq = 0
+        if self.retention is not None:
+            by_end = self.expire_by_end
+            self._expiry = [(w.end if by_end else w.start, i, w)
+                            for i, (w, _) in enumerate(self.store.items())]
+            heapq.heapify(self._expiry)
+            self._seq = len(self._expiry)
+
+    def track(self, wkey: Windowed) -> None:
+        """Remember a window the store now holds (call once per newly stored window)."""
+        if self.retention is not None:
+            heapq.heappush(self._expiry,
+                           (wkey.end if self.expire_by_end else wkey.start, self._seq, wkey))
+            self._seq += 1
+
+    def expire(self) -> None:
+        """Delete the windows that stream time has left ``retention`` behind."""
+        if self.retention is None:
+            return
+        limit = self.context.stream_time - self.retention
+        heap = self._expiry
+        while heap and heap[0][0] <= limit:
+            wkey = heapq.heappop(heap)[2]
+            if self.store.get(wkey) is not None:
+                self.store.delete(wkey)
+
+    def emit(self, key: Any, new: Any, old: Any, record: Record) -> None:
+        if old is None and new is not None:
+            self.track(key)
+        super().emit(key, new, old, record)
 
 
 @dataclass(frozen=True)
@@ -73,18 +111,21 @@ class TimeWindows:
         return out
 
 
-class WindowedAggregate(StoringProcessor):
+class WindowedAggregate(ExpiringWindows):
     """``aggregator(key, value, aggregate)`` per open window of the record's timestamp."""
 
     def __init__(self, store_name: str, windows: TimeWindows, initializer: Callable[[], Any],
-                 aggregator: Callable[[Any, Any, Any], Any]) -> None:
+                 aggregator: Callable[[Any, Any, Any], Any],
+                 retention: int | None = None) -> None:
         self.store_name = store_name
         self.windows = windows
         self.initializer = initializer
         self.aggregator = aggregator
+        self.retention = retention
 
     def process(self, record: Record) -> None:
         key = record.key
+        self.expire()
         if key is None or record.value is None:
             self.context.record_dropped(self.name, "null key or value in a windowed aggregation")
             return
@@ -132,21 +173,25 @@ class SessionWindows:
         return SessionWindows(self.gap, grace_ms)
 
 
-class SessionWindowedAggregate(StoringProcessor):
+class SessionWindowedAggregate(ExpiringWindows):
     """Aggregation per session (Kafka Streams' ``KStreamSessionWindowAggregate``).
 
     A record finds the sessions of its key it falls into or next to (within the gap), merges
     them with ``merger(key, aggregate1, aggregate2)`` into one session spanning them all, and
     adds itself with ``aggregator(key, value, aggregate)``. Each replaced session is deleted
     (a tombstone is forwarded for it), then the merged session is forwarded; both carry the
-    session's end as timestamp. A record whose merged session ends before stream time minus
-    the grace period is late: dropped and counted.
+    session's end as timestamp. A session stays open for the inactivity gap after its end (a
+    later record could still extend it) plus the grace period: a record whose merged session
+    ends before stream time minus gap and grace is late, dropped and counted.
     """
+
+    expire_by_end = True
 
     def __init__(self, store_name: str, windows: SessionWindows, initializer: Callable[[], Any],
                  aggregator: Callable[[Any, Any, Any], Any],
-                 merger: Callable[[Any, Any, Any], Any]) -> None:
+                 merger: Callable[[Any, Any, Any], Any], retention: int | None = None) -> None:
         self.store_name = store_name
+        self.retention = retention
         self.windows = windows
         self.initializer = initializer
         self.aggregator = aggregator
@@ -154,11 +199,12 @@ class SessionWindowedAggregate(StoringProcessor):
 
     def process(self, record: Record) -> None:
         key, ts = record.key, record.timestamp
+        self.expire()
         if key is None or record.value is None:
             self.context.record_dropped(self.name, "null key or value in a session aggregation")
             return
         gap = self.windows.gap
-        close_time = self.context.stream_time - self.windows.grace
+        close_time = self.context.stream_time - self.windows.grace - gap
         start, end = ts, ts
         agg = self.initializer()
         merged = []

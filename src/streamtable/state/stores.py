@@ -10,12 +10,15 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import TopologyError
+from streamtable.state.windowed import SessionQueries, Windowed, WindowQueries, windows_in
 
 if TYPE_CHECKING:
     from streamtable.engine.ports import KeyValueStore
     from streamtable.topology.graph import StoreSpec
 
-SUPPORTED_KINDS = ("key-value",)
+# window and session stores hold their windows under Windowed keys: key-value stores that are
+# queried by key and time range
+SUPPORTED_KINDS = ("key-value", "window", "session")
 
 
 def check_store_kind(spec: StoreSpec) -> None:
@@ -40,6 +43,8 @@ def key_order(key: Any) -> tuple[Any, ...]:
         return (3, key)
     if isinstance(key, tuple):
         return (4, tuple(key_order(k) for k in key))
+    if isinstance(key, Windowed):
+        return (5, key_order(key.key), key.start, key.end)
     return (9, type(key).__name__, repr(key))
 
 
@@ -213,3 +218,65 @@ class ReadOnlyKeyValueStore:
     def to_dict(self) -> dict[Any, Any]:
         """All entries as a dict (handy in tests)."""
         return dict(self.all())
+
+
+class InMemoryWindows:
+    """The windows of an in-memory store, for :class:`WindowQueries` / :class:`SessionQueries`:
+    those of one key come from the store's index of keys, in start order."""
+
+    def __init__(self, store: KeyValueStore, timestamped: bool = False) -> None:
+        self._store = store
+        self._timestamped = timestamped
+
+    def __call__(self, key: Any, time_from: int, time_to: int) -> list[tuple[Windowed, Any]]:
+        store = self._store
+        if key is None:
+            entries: Iterable[tuple[Any, Any]] = store.items()
+        else:
+            entries = ((k, store.get(k)) for k in store.keys_with_first(key))
+        found = sorted(windows_in(entries, key, time_from, time_to),
+                       key=lambda kv: key_order(kv[0]))
+        if self._timestamped:
+            return found
+        return [(k, v[0]) for k, v in found]
+
+
+class ReadOnlyWindowStore(WindowQueries):
+    """The query view of a window store: ``fetch(key, time_from, time_to)`` gives
+    ``(window start, value)`` pairs, ``fetch_all(time_from, time_to)`` ``(Windowed, value)``
+    pairs; ``get(Windowed)`` one window.
+
+    >>> s = InMemoryKeyValueStore("w"); s.put(Windowed("a", 10, 20), (2, 15))
+    >>> ReadOnlyWindowStore(s).fetch("a", 0, 10)
+    [(10, 2)]
+    """
+
+    def __init__(self, store: KeyValueStore, timestamped: bool = False) -> None:
+        super().__init__(InMemoryWindows(store, timestamped))
+        self._view = ReadOnlyKeyValueStore(store, timestamped)
+        self.name = store.name
+
+    def get(self, window: Windowed) -> Any:
+        return self._view.get(window)
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+
+class ReadOnlySessionStore(SessionQueries):
+    """The query view of a session store: ``fetch(key)`` and
+    ``find_sessions(key, earliest_session_end, latest_session_start)``, as
+    ``(Windowed, value)`` pairs.
+
+    >>> s = InMemoryKeyValueStore("s"); s.put(Windowed("a", 0, 4), (2, 4))
+    >>> ReadOnlySessionStore(s).fetch("a")
+    [(Windowed(key='a', start=0, end=4), 2)]
+    """
+
+    def __init__(self, store: KeyValueStore, timestamped: bool = False) -> None:
+        super().__init__(InMemoryWindows(store, timestamped))
+        self.name = store.name
+        self._store = store
+
+    def __len__(self) -> int:
+        return len(self._store)

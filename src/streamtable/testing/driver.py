@@ -27,6 +27,7 @@ from streamtable.engine.wiring import wire
 from streamtable.processors.api import Headers, RawRecord
 from streamtable.serde import Serde, serde_from
 from streamtable.state import InMemoryKeyValueStore, InMemoryStoreBackend, ReadOnlyKeyValueStore
+from streamtable.state.stores import ReadOnlySessionStore, ReadOnlyWindowStore
 from streamtable.topology.graph import Topology
 
 TEST_APPLICATION_ID = "test-app"
@@ -230,7 +231,25 @@ class TopologyTestDriver:
         """Like :meth:`get_key_value_store`, with ``(value, timestamp)`` values."""
         return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
 
-    def _store(self, name: str) -> InMemoryKeyValueStore:
+    def get_window_store(self, name: str) -> ReadOnlyWindowStore:
+        """Query the store of a time- or sliding-windowed aggregation:
+        ``fetch(key, time_from, time_to)`` gives ``(window start, value)`` pairs,
+        ``fetch_all(time_from, time_to)`` ``(Windowed, value)`` pairs."""
+        return ReadOnlyWindowStore(self._store(name, "window"))
+
+    def get_timestamped_window_store(self, name: str) -> ReadOnlyWindowStore:
+        """Like :meth:`get_window_store`, with ``(value, timestamp)`` values."""
+        return ReadOnlyWindowStore(self._store(name, "window"), timestamped=True)
+
+    def get_session_store(self, name: str) -> ReadOnlySessionStore:
+        """Query the store of a session-windowed aggregation: ``fetch(key)``,
+        ``find_sessions(key, earliest_session_end, latest_session_start)``."""
+        return ReadOnlySessionStore(self._store(name, "session"))
+
+    def _store(self, name: str, kind: str | None = None) -> InMemoryKeyValueStore:
+        spec = self.topology.stores.get(name)
+        if kind is not None and spec is not None and spec.kind != kind:
+            raise TypeError(f"store {name!r} is a {spec.kind} store, not a {kind} store")
         stores = self._backend.stores
         try:
             return stores[name]

@@ -26,6 +26,8 @@ from streamtable.dsl import (
     Materialized,
     StreamsBuilder,
 )
+from streamtable.dsl.global_table import GlobalKTable
+from streamtable.dsl.joins import StreamJoined
 from streamtable.errors import (
     DeserializationError,
     ProcessingError,
@@ -34,6 +36,7 @@ from streamtable.errors import (
     TopologyError,
 )
 from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.stream_join import JoinWindows
 from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
 from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
 from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
@@ -45,6 +48,8 @@ __all__ = [
     "BranchedKStream",
     "Change",
     "DeserializationError",
+    "GlobalKTable",
+    "JoinWindows",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
@@ -54,6 +59,7 @@ __all__ = [
     "Processor",
     "Record",
     "RecordError",
+    "StreamJoined",
     "StreamsBuilder",
     "StreamsConfig",
     "StreamsError",

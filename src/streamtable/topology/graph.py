@@ -167,6 +167,12 @@ class Topology:
                                       stores))
         return result
 
+    def subtopology(self, sid: int) -> SubTopology:
+        """The sub-topology (or global sub-topology) numbered ``sid``."""
+        if sid < len(self.subtopologies):
+            return self.subtopologies[sid]
+        return self.global_subtopologies[sid - len(self.subtopologies)]
+
     @property
     def global_stores(self) -> dict[str, SubTopology]:
         """Store of each global table -> the global sub-topology keeping it."""

@@ -100,14 +100,16 @@ def spark_batches(output):
 
 
 def test_stream_joins_on_spark_equal_the_driver_batch_by_batch(spark, tmp_path):
-    # caching off here, on (the default) in the broker test: stream joins forward every result
+    # caching off and RocksDB working copies here, caching on (the default) and in-memory
+    # copies in the broker test: stream joins forward every result either way
     cache = 0
     evs = events()
     cuts = [0, 40, 90, 150]
     driver, expected = driver_batches(evs, cuts, cache)
     output = MemoryOutput()
     app = StreamsApp(topology(), f"stream-joins-{cache}", state_dir=str(tmp_path), spark=spark,
-                     output=output, config={"cache.max.bytes.buffering": cache})
+                     output=output, config={"cache.max.bytes.buffering": cache,
+                                           "default.dsl.store": "rocksDB"})
     app.prepare({t: n for t, n in PARTITIONS.items() if t != "products"})
     offsets: dict[tuple[str, int], int] = defaultdict(int)
     frames = []

@@ -227,10 +227,12 @@ def test_a_rekeyed_stream_is_repartitioned_before_the_join():
 
 def test_null_keys_and_values_are_dropped_and_counted():
     driver = TopologyTestDriver(build("inner", JoinWindows.of_time_difference_with_no_grace(10)))
-    t1 = driver.create_input_topic("topic1")
+    t1, t2 = driver.create_input_topic("topic1"), driver.create_input_topic("topic2")
     t1.pipe_input(None, "v", timestamp=1)
     t1.pipe_input(1, None, timestamp=1)
+    t2.pipe_input(1, "w", timestamp=2)  # nothing to join: the null value was not kept
     assert sum(driver.dropped_records.values()) == 2
+    assert driver.create_output_topic("out").read_records() == []
 
 
 def test_join_windows_need_windows():

@@ -163,8 +163,11 @@ class StreamJoinWindow(Processor):
 
     def process(self, record: Record) -> None:
         self.forward(record)
-        if record.key is not None and not self.window.put(record.key, record.value,
-                                                          record.timestamp):
+        # a null key never joins; a null value is no record to join (Kafka's window store
+        # treats putting it as a deletion, of nothing)
+        if record.key is None or record.value is None:
+            return
+        if not self.window.put(record.key, record.value, record.timestamp):
             self.context.record_dropped(self.name, "record older than the join window's "
                                                    "retention (late)")
 

@@ -158,6 +158,22 @@ OUTER_ASYMMETRIC = [
     ([("topic2", 5, 15, 50)], [(0, "A0+null", 29), (3, "null+13", 36), (4, "null+14", 37)]),
 ]
 
+# testRightNonJoinedRecordsAreNeverEmittedByTheRightProcessor: ofTimeDifferenceWithNoGrace(100)
+LEFT_RIGHT_NEVER_EMITTED = [
+    ([("topic2", 0, "A0", 1), ("topic2", 1, "A1", 2), ("topic2", 0, "A0-0", 3)], []),
+    ([("topic1", 1, "a1", 3)], [(1, "a1+A1", 3)]),
+    ([("topic2", 2, "dummy", 401)], []),
+    ([("topic1", 2, "dummy", 402)], [(2, "dummy+dummy", 402)]),
+]
+
+# KStreamKStreamOuterJoinTest.testRightExpiredNonJoinedRecordsAreEmittedByTheLeftProcessor
+OUTER_RIGHT_EXPIRED_BY_LEFT = [
+    ([("topic2", 0, 10, 1), ("topic2", 1, 11, 2), ("topic2", 0, 12, 3)], []),
+    ([("topic1", 1, "A1", 3)], [(1, "A1+11", 3)]),
+    ([("topic1", 2, "dummy", 401)], [(0, "null+10", 1), (0, "null+12", 3)]),
+    ([("topic2", 2, 100, 402)], [(2, "dummy+100", 402)]),
+]
+
 CASES = {
     "inner-testJoin": ("inner", JoinWindows.of_time_difference_with_no_grace(100), INNER_JOIN),
     "left-duplicates": ("left", JoinWindows.of_time_difference_and_grace(100, 10),
@@ -171,6 +187,10 @@ CASES = {
                         LEFT_ASYMMETRIC),
     "left-windowing": ("left", JoinWindows.of_time_difference_with_no_grace(100),
                        LEFT_WINDOWING),
+    "left-right-never-emitted": ("left", JoinWindows.of_time_difference_with_no_grace(100),
+                                 LEFT_RIGHT_NEVER_EMITTED),
+    "outer-right-expired-by-left": ("outer", JoinWindows.of_time_difference_with_no_grace(100),
+                                    OUTER_RIGHT_EXPIRED_BY_LEFT),
     "outer-duplicates": ("outer", JoinWindows.of_time_difference_and_grace(100, 10),
                          OUTER_DUPLICATES),
     "outer-grace": ("outer", JoinWindows.of_time_difference_and_grace(100, 10), OUTER_GRACE),

@@ -26,6 +26,8 @@ from streamtable.dsl import (
     Materialized,
     StreamsBuilder,
 )
+from streamtable.dsl.global_table import GlobalKTable
+from streamtable.dsl.joins import StreamJoined
 from streamtable.errors import (
     DeserializationError,
     ProcessingError,
@@ -35,6 +37,7 @@ from streamtable.errors import (
 )
 from streamtable.processors.api import Change, Processor, Record
 from streamtable.processors.sliding import SlidingWindows
+from streamtable.processors.stream_join import JoinWindows
 from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
 from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
 from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
@@ -46,6 +49,8 @@ __all__ = [
     "BranchedKStream",
     "Change",
     "DeserializationError",
+    "GlobalKTable",
+    "JoinWindows",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
@@ -55,6 +60,7 @@ __all__ = [
     "Processor",
     "Record",
     "RecordError",
+    "StreamJoined",
     "StreamsBuilder",
     "StreamsConfig",
     "StreamsError",

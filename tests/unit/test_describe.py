@@ -32,3 +32,25 @@ def test_describe_lists_children_and_parents():
     assert "    Processor: keep (stores: [])\n      --> sink\n      <-- source\n" in text
     assert "    Sink: sink (topic: out)\n      <-- keep\n" in text
     assert "Internal topics" not in text
+
+
+def test_describe_stream_stream_join_shows_its_windowed_and_join_nodes_and_stores():
+    from streamtable import JoinWindows
+
+    b = StreamsBuilder()
+    left, right = b.stream("left"), b.stream("right")
+    left.outer_join(right, lambda a, c: (a, c),
+                    JoinWindows.of_time_difference_and_grace(100, 10)).to("out")
+    text = b.build().describe()
+    assert "   Sub-topology: 1" not in text  # both sides in one sub-topology (co-partitioned)
+    assert ("    Processor: KSTREAM-WINDOWED-0000000002 "
+            "(stores: [KSTREAM-OUTERTHIS-0000000004-store])\n"
+            "      --> KSTREAM-OUTERTHIS-0000000004\n") in text
+    assert ("    Processor: KSTREAM-OUTERTHIS-0000000004 (stores: "
+            "[KSTREAM-OUTEROTHER-0000000005-store, KSTREAM-OUTERSHARED-0000000004-store])\n"
+            ) in text
+    assert ("    Processor: KSTREAM-MERGE-0000000006 (stores: [])\n"
+            "      --> KSTREAM-SINK-0000000007\n"
+            "      <-- KSTREAM-OUTERTHIS-0000000004, KSTREAM-OUTEROTHER-0000000005\n") in text
+    assert ("    changelog: KSTREAM-OUTERSHARED-0000000004-store-changelog "
+            "(store: KSTREAM-OUTERSHARED-0000000004-store)\n") in text

@@ -14,6 +14,7 @@ from streamtable.serde import Serde, serde_from
 from streamtable.topology.graph import Node, NodeKind, StoreSpec, TopicSpec, Topology
 
 if TYPE_CHECKING:
+    from streamtable.dsl.global_table import GlobalKTable
     from streamtable.dsl.stream import KStream
     from streamtable.dsl.table import KTable
 
@@ -222,6 +223,37 @@ class StreamsBuilder:
         store_name = store.name
         self.add_node(name, lambda: TableSource(store_name), [source], stores=[store_name])
         return KTable(self, name, store_name)
+
+    def global_table(
+        self,
+        topic: str,
+        materialized: Materialized | str | None = None,
+        *,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        named: str | None = None,
+    ) -> GlobalKTable:
+        """A GlobalKTable of ``topic``: every task holds the whole table (all partitions), kept
+        up to date before the stream records that need it; streams join it with
+        ``join(global_table, key_selector, joiner)``.
+
+        >>> builder = StreamsBuilder()
+        >>> products = builder.global_table("products", materialized="products-store")
+        """
+        from streamtable.dsl.global_table import GlobalKTable
+        from streamtable.processors.table import TableSource
+
+        source = self.add_source([topic], key_serde, value_serde, None, named)
+        store = self.add_store(materialized, f"{topic}-STATE-STORE")
+        store.logging = False  # the topic is the table's changelog
+        name = self.new_name("KTABLE-SOURCE")
+        store_name = store.name
+        self.add_node(name, lambda: TableSource(store_name), [source], stores=[store_name])
+        # a global table's nodes form a sub-topology of their own that generates no tasks
+        self._nodes[source].options["global"] = True
+        self._nodes[name].options["global"] = True
+        self._topics[topic].kind = "global"
+        return GlobalKTable(self, name, store_name)
 
     def build(self) -> Topology:
         """Freeze what was built into a :class:`~streamtable.topology.Topology`."""

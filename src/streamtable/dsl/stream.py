@@ -11,8 +11,11 @@ from streamtable.processors import stateless as sl
 from streamtable.serde import Serde
 
 if TYPE_CHECKING:
+    from streamtable.dsl.global_table import GlobalKTable
     from streamtable.dsl.grouped import KGroupedStream
+    from streamtable.dsl.joins import StreamJoined
     from streamtable.dsl.table import KTable
+    from streamtable.processors.stream_join import JoinWindows
 
 
 class KStream:
@@ -147,23 +150,63 @@ class KStream:
         return KStream(b, source)
 
     # -- joins -----------------------------------------------------------------------------
-    def join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
+    def join(self, other: KStream | KTable | GlobalKTable, joiner: Callable[[Any, Any], Any],
+             windows: JoinWindows | Callable[[Any, Any], Any] | None = None, *,
+             stream_joined: StreamJoined | str | None = None,
              named: str | None = None) -> KStream:
-        """Stream-table inner join: each record joins the table's current row for its key
-        (``joiner(value, table_value)``); records without a row are skipped. The stream and the
-        table's topic must be co-partitioned; a stream whose key was changed is repartitioned.
+        """Inner join with a table, a stream or a global table.
 
-        >>> from streamtable import StreamsBuilder
+        - ``join(table, joiner)``: each record joins the table's current row for its key
+          (``joiner(value, table_value)``); records without a row are skipped. The stream and the
+          table's topic must be co-partitioned; a stream whose key was changed is repartitioned.
+        - ``join(stream, joiner, JoinWindows...)``: records of both streams with the same key
+          and timestamps within the windows join (``joiner(this_value, other_value)``), at the
+          larger timestamp; ``stream_joined`` names the join's stores.
+        - ``join(global_table, key_selector, joiner)``: each record joins the global table's
+          row for ``key_selector(key, value)``; records without a row are skipped.
+
+        >>> from streamtable import StreamsBuilder, JoinWindows
         >>> b = StreamsBuilder()
         >>> open_ = b.table("open")
         >>> b.stream("tick").left_join(open_, lambda tick, state: state).to("states")
+        >>> clicks = b.stream("clicks").join(b.stream("views"), lambda c, v: (c, v),
+        ...                                  JoinWindows.of_time_difference_and_grace(60_000, 0))
         """
-        return _join_table(self, table, joiner, False, named)
+        return self._join(other, joiner, windows, "inner", stream_joined, named)
 
-    def left_join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
+    def left_join(self, other: KStream | KTable | GlobalKTable,
+                  joiner: Callable[[Any, Any], Any],
+                  windows: JoinWindows | Callable[[Any, Any], Any] | None = None, *,
+                  stream_joined: StreamJoined | str | None = None,
                   named: str | None = None) -> KStream:
-        """Stream-table left join: records without a table row join with ``None``."""
-        return _join_table(self, table, joiner, True, named)
+        """Left join (arguments as :meth:`join`): records without a partner join ``None``; with
+        a stream, once the record's window has closed (stream time past its timestamp + after +
+        grace) and only if no partner came."""
+        return self._join(other, joiner, windows, "left", stream_joined, named)
+
+    def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any],
+                   windows: JoinWindows, *, stream_joined: StreamJoined | str | None = None,
+                   named: str | None = None) -> KStream:
+        """Windowed stream-stream outer join: records of either side without a partner join
+        ``None`` once their window has closed (``joiner(None, other_value)`` for the other
+        side's)."""
+        if not isinstance(other, KStream):
+            raise TypeError("outer_join is a stream-stream join: outer_join(stream, joiner, "
+                            "JoinWindows...)")
+        return self._join(other, joiner, windows, "outer", stream_joined, named)
+
+    def _join(self, other: Any, joiner: Callable[[Any, Any], Any], third: Any, mode: str,
+              stream_joined: StreamJoined | str | None, named: str | None) -> KStream:
+        from streamtable.dsl.global_table import GlobalKTable
+        from streamtable.dsl.joins import join_global, join_streams
+
+        if isinstance(other, KStream):
+            return join_streams(self, other, joiner, third, mode, stream_joined, named)
+        if isinstance(other, GlobalKTable):
+            return join_global(self, other, joiner, third, mode == "left", named)
+        if third is not None:
+            raise TypeError("a stream-table join takes (table, joiner)")
+        return _join_table(self, other, joiner, mode == "left", named)
 
     # -- stateful --------------------------------------------------------------------------
     def group_by(

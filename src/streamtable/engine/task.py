@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import KeyValueStore, RecordCollector, StoreBackend
@@ -40,7 +40,8 @@ class Task:
     ``wiring`` is the application's resolved wiring (:func:`~streamtable.engine.wiring.wire`),
     computed once and shared by all tasks; ``topic_partitions`` gives the partition counts of
     real topics as the host knows them (1 when absent); ``cache_max_entries`` bounds each
-    table's record cache (a batch host never evicts early: the last change per key per batch).
+    table's record cache (a batch host never evicts early: the last change per key per batch);
+    ``global_stores``: the stores of global tables the sub-topology reads (kept by the host).
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class Task:
         topic_partitions: dict[str, int] | None = None,
         cache_max_entries: int | None = None,
         wiring: Wiring | None = None,
+        global_stores: Mapping[str, KeyValueStore] | None = None,
     ) -> None:
         self.topology = topology
         self.subtopology = subtopology
@@ -72,6 +74,7 @@ class Task:
         self.stores: dict[str, KeyValueStore] = {
             name: stores.create(topology.stores[name], partition) for name in subtopology.stores
         }
+        self.global_stores = dict(global_stores or {})
         self._flushes: list[Callable[[], bool]] = []
         self.processors: dict[str, Processor] = {}
         self.sources: dict[str, SourceProcessor] = {}
@@ -106,6 +109,8 @@ class Task:
         try:
             return self.stores[name]
         except KeyError:
+            if name in self.global_stores:
+                return self.global_stores[name]
             raise ProcessingError(f"store {name!r} is not connected to this sub-topology") from None
 
     def caching_enabled(self, store_name: str) -> bool:

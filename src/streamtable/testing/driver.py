@@ -5,10 +5,12 @@ Each piped record is processed through the whole topology — records written to
 So with caching on, each input record yields at most one output per key; without caching
 (``cache.max.bytes.buffering = 0``) every intermediate change is visible.
 
-In *batch mode* the driver follows the Spark runtime's rules instead: piped records wait for
-:meth:`TopologyTestDriver.run_batch`, which runs the sub-topologies one after the other over the
-batch (each task's records in Kafka Streams' partition-group order, see ``engine/ordering.py``)
-and commits each task once per batch: with caching, the last change per key per batch.
+A global table's records update its store as soon as they are piped. In *batch mode* the driver
+follows the Spark runtime's rules instead: piped records wait for
+:meth:`TopologyTestDriver.run_batch`, which applies the batch's global table records first, then
+runs the sub-topologies one after the other over the batch (each task's records in Kafka
+Streams' partition-group order, see ``engine/ordering.py``) and commits each task once per
+batch: with caching, the last change per key per batch.
 """
 
 from __future__ import annotations
@@ -103,11 +105,13 @@ class TopologyTestDriver:
                                                 self._wiring.first_topics)
         self._tasks: dict[int, Task] = {}
         self._task_by_topic: dict[str, Task] = {}
-        for st in topology.subtopologies:
+        # global tables first: their stores are handed to every task that reads them
+        for st in topology.global_subtopologies + topology.subtopologies:
             sid = st.id
+            global_stores = {s: self._backend.stores[s] for s in topology.global_stores_of(st)}
             task = Task(topology, st, 0, self.config, self._backend, self, self._partitions,
                         cache_max_entries=sys.maxsize if batch_mode else None,
-                        wiring=self._wiring)
+                        wiring=self._wiring, global_stores=global_stores)
             self._tasks[sid] = task
             for t in task.sources:
                 self._task_by_topic[t] = task
@@ -173,7 +177,10 @@ class TopologyTestDriver:
         """
         if not self.batch_mode:
             raise RuntimeError("run_batch() is for a driver created with batch_mode=True")
-        for sid in self._wiring.stage_order:
+        # the batch's global table updates come before every stream record of the batch, as
+        # on Spark (see runtime/spark/global_tables.py)
+        for sid in [st.id for st in self.topology.global_subtopologies] + list(
+                self._wiring.stage_order):
             task = self._tasks[sid]
             mine = [r for r in self._batch if r.topic in task.sources]
             if not mine:

@@ -63,7 +63,7 @@ class TopicSpec:
 
     name: str
     internal: bool = False
-    kind: str = "external"  # external | repartition
+    kind: str = "external"  # external | repartition | global
     partitions: int | None = None
     carries_changes: bool = False  # values are Change(new, old), written as (new, old)
 
@@ -102,7 +102,9 @@ class Topology:
         self.nodes = nodes
         self.stores = stores
         self.topics = topics
+        self.global_nodes = [n for n, node in nodes.items() if node.options.get("global")]
         self.subtopologies = self._split()
+        self.global_subtopologies = self._split_global()
         self._check_copartitioning_declared()
 
     # -- structure -------------------------------------------------------------------------
@@ -122,6 +124,8 @@ class Topology:
 
         store_users: dict[str, str] = {}
         for node in self.nodes.values():
+            if node.options.get("global"):
+                continue
             for p in node.parents:
                 union(p, node.name)
             for s in node.stores:
@@ -129,7 +133,7 @@ class Topology:
                     union(store_users[s], node.name)
                 else:
                     store_users[s] = node.name
-        order = list(self.nodes)
+        order = [n for n in self.nodes if not self.nodes[n].options.get("global")]
         groups: dict[str, list[str]] = {}
         for name in order:
             groups.setdefault(find(name), []).append(name)
@@ -147,6 +151,46 @@ class Topology:
                 stores.extend(s for s in node.stores if s not in stores)
             result.append(SubTopology(i, members, sources, sinks, stores))
         return result
+
+    def _split_global(self) -> list[SubTopology]:
+        """One sub-topology per global table (its source and table source), numbered after the
+        others: it generates no tasks of its own (every task reads the table whole)."""
+        result: list[SubTopology] = []
+        first = len(self.subtopologies)
+        for name in self.global_nodes:
+            node = self.nodes[name]
+            if node.kind is not NodeKind.SOURCE:
+                continue
+            members = [name] + [c for c in node.children if self.nodes[c].options.get("global")]
+            stores = [s for m in members for s in self.nodes[m].stores]
+            result.append(SubTopology(first + len(result), members, list(node.topics), [],
+                                      stores))
+        return result
+
+    def subtopology(self, sid: int) -> SubTopology:
+        """The sub-topology (or global sub-topology) numbered ``sid``."""
+        if sid < len(self.subtopologies):
+            return self.subtopologies[sid]
+        return self.global_subtopologies[sid - len(self.subtopologies)]
+
+    @property
+    def global_stores(self) -> dict[str, SubTopology]:
+        """Store of each global table -> the global sub-topology keeping it."""
+        return {s: st for st in self.global_subtopologies for s in st.stores}
+
+    @property
+    def global_topics(self) -> list[str]:
+        """Topics of global tables: read whole by every task, never as partitioned input."""
+        return [t for st in self.global_subtopologies for t in st.source_topics]
+
+    def global_stores_of(self, subtopology: SubTopology) -> list[str]:
+        """The global stores the processors of ``subtopology`` read."""
+        out: list[str] = []
+        for name in subtopology.nodes:
+            for s in self.nodes[name].options.get("global_stores", ()):
+                if s not in out:
+                    out.append(s)
+        return out
 
     def _check_copartitioning_declared(self) -> None:
         seen: dict[str, int] = {}
@@ -205,6 +249,18 @@ class Topology:
                     lines.append(f"    Processor: {name} (stores: [{', '.join(node.stores)}])")
                 if node.kind is not NodeKind.SINK:
                     lines.append(f"      --> {', '.join(node.children) or 'none'}")
+                if node.parents:
+                    lines.append(f"      <-- {', '.join(node.parents)}")
+            lines.append("")
+        for st in self.global_subtopologies:
+            lines.append(f"   Sub-topology: {st.id} for global store (will not generate tasks)")
+            for name in st.nodes:
+                node = self.nodes[name]
+                if node.kind is NodeKind.SOURCE:
+                    lines.append(f"    Source: {name} (topics: [{', '.join(node.topics)}])")
+                else:
+                    lines.append(f"    Processor: {name} (stores: [{', '.join(node.stores)}])")
+                lines.append(f"      --> {', '.join(node.children) or 'none'}")
                 if node.parents:
                     lines.append(f"      <-- {', '.join(node.parents)}")
             lines.append("")

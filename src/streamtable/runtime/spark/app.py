@@ -4,6 +4,19 @@ Each micro-batch runs every sub-topology as a stage: the stage's records are rou
 task (the source partition, or the hash of the key for repartitioned records), each task runs the
 shared processors over its records and commits its state (see ``state.py``), and the records for
 Kafka and the changes of queryable stores are written once per batch id.
+
+Global tables (``StreamsBuilder.global_table``): the query reads a global table's topic like any
+other, but no stage takes it as partitioned input. Each micro-batch first runs one task over all
+of the batch's records of that topic (every partition), which updates the global store and
+commits it as task state (sub-topology = the global one, task 0), exactly once per batch id like
+every task. Only then do the stages run, and each task that joins the table checks out the global
+store as of this batch (read only). So a batch's global updates are visible to all of the
+batch's stream records, whatever their timestamps; a replayed batch recomputes the same global
+state from the previous batch's and sees the same table. Kafka Streams differs: it restores a
+global table in full before processing starts, then a global thread applies updates as they
+arrive, not synchronized with the stream tasks (a stream record may see an update a little
+earlier or later than its timestamp suggests); here the synchronization point is the micro-batch.
+The test driver in batch mode follows the same rule.
 """
 
 from __future__ import annotations
@@ -231,6 +244,7 @@ class StreamsApp:
 
         plan = self._plan or self.prepare()
         started = time.monotonic()
+        global_subs = self.topology.global_subtopologies
         distributed = self._distributed_output()
         cached = []
         if "end" in df.columns:
@@ -243,11 +257,13 @@ class StreamsApp:
                 F.col("end").alias("_end"))
         else:
             source = df.select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"))
-            if sum(1 for s in plan.stages if s.external_inputs) > 1:
+            if sum(1 for s in plan.stages if s.external_inputs) + len(global_subs) > 1:
                 source = source.persist()
                 cached.append(source)
         outputs: dict[int, Any] = {}
         results = []
+        global_changes = [self._run_global_stage(source, st.id, batch_id, plan)
+                          for st in global_subs]
         for stage in plan.stages:
             parts = []
             if stage.external_inputs:
@@ -296,6 +312,10 @@ class StreamsApp:
                                else out.where(F.col("kind") != KIND_INTERNAL))
         try:
             table = functools.reduce(lambda a, b: a.unionByName(b), results).toArrow()
+            if global_changes:
+                import pyarrow as pa
+
+                table = pa.concat_tables([table, *global_changes]).combine_chunks()
             computed = time.monotonic()
             self._write_results(batch_id, table)
         finally:
@@ -316,6 +336,24 @@ class StreamsApp:
     def _task_timeout_s(self) -> float:
         """How long a batch waits for an unreachable Kafka before it fails."""
         return int(self.config["task.timeout.ms"]) / 1000
+
+    def _run_global_stage(self, source: Any, subtopology: int, batch_id: int,
+                          plan: QueryPlan) -> Any:
+        """Apply this batch's records of a global table's topic (all its partitions, in one task)
+        to the global store, before any stage of the batch reads it; returns the changes of its
+        queryable store, as Arrow rows of the stages' output."""
+        from pyspark.sql import functions as F
+
+        st = self.topology.subtopology(subtopology)
+        queryable = [s for s in st.stores if self.topology.stores[s].queryable]
+        runner = StageRunner(
+            self._blob, subtopology, batch_id, self.task_state, self.config.as_dict(),
+            queryable, plan.topic_partitions, kafka=self._range_reader(),
+        )
+        records = (source.where(F.col("topic").isin(st.source_topics))
+                   .withColumn("_route", F.lit(0)).repartition(1)
+                   .select(*INPUT_COLUMNS, "_route"))
+        return records.mapInArrow(runner, OUTPUT_DDL).where(F.col("kind") == KIND_STORE).toArrow()
 
     def _distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves (see
@@ -365,7 +403,7 @@ class StreamsApp:
         register(spark)
         reader = (spark.readStream.format("streamtable-kafka")
                   .option("bootstrap.servers", self.config["bootstrap.servers"])
-                  .option("topics", ",".join(plan.source_topics))
+                  .option("topics", ",".join(plan.source_topics + self.topology.global_topics))
                   .option("group.id", self.application_id)
                   # the stages read their partitions' records themselves
                   .option("read.mode", "ranges")

@@ -30,7 +30,7 @@ from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
 from streamtable.processors.api import Headers, RawRecord
 from streamtable.serving.codec import encode_key, encode_value
-from streamtable.topology.graph import Topology
+from streamtable.topology.graph import SubTopology, Topology
 
 log = logging.getLogger(__name__)
 
@@ -272,12 +272,18 @@ class StageRunner:
              records: Callable[[PartitionGroupOrdering], Iterable[RawRecord]]) -> pa.RecordBatch:
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
-        sub = topology.subtopologies[self.subtopology]
+        sub = topology.subtopology(self.subtopology)
         state = self.persistence.checkout(self.subtopology, task_id, self.batch_id - 1)
         collector = _Collector(wiring.internal_topics, task_id, self.output is not None)
+        # global tables as of this batch: their stage ran before this one
+        keepers = global_keepers(topology, sub)
+        global_states = [self.persistence.checkout(gid, 0, self.batch_id) for gid in keepers]
+        global_stores = {name: g.create(topology.stores[name], 0)
+                         for gid, g in zip(keepers, global_states, strict=True)
+                         for name in topology.subtopology(gid).stores}
         task = Task(topology, sub, task_id, config, state, collector, self.topic_partitions,
                     # with caching, the last change per key per micro-batch: never evict early
-                    cache_max_entries=sys.maxsize, wiring=wiring)
+                    cache_max_entries=sys.maxsize, wiring=wiring, global_stores=global_stores)
         task.stream_time = state.stream_time
         for raw in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
             task.process(raw)
@@ -285,6 +291,8 @@ class StageRunner:
         state.stream_time = task.stream_time
         changes = self.persistence.commit(state, self.batch_id)
         self.persistence.checkin(state)
+        for g in global_states:  # read only: handed back as checked out
+            self.persistence.checkin(g)
         if self.output is not None and collector.external:
             self.output.write(self.batch_id, collector.external,
                               writer=f"{self.subtopology}-{task_id}")
@@ -292,6 +300,16 @@ class StageRunner:
             if changes.get(name):
                 collector.add_store_changes(name, changes[name])
         return collector.to_batch()
+
+
+def global_keepers(topology: Topology, sub: SubTopology) -> list[int]:
+    """Ids of the global sub-topologies keeping the global stores ``sub`` reads."""
+    keepers = topology.global_stores
+    out: list[int] = []
+    for name in topology.global_stores_of(sub):
+        if keepers[name].id not in out:
+            out.append(keepers[name].id)
+    return out
 
 
 def _input_schema() -> pa.Schema:

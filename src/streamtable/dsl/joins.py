@@ -1,0 +1,128 @@
+"""Building the stream-stream and stream-GlobalKTable joins of :class:`KStream`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from streamtable.errors import TopologyError
+from streamtable.processors.stateless import PassThrough
+from streamtable.processors.stream_join import JoinWindows, StreamJoinWindow, StreamStreamJoin
+from streamtable.topology.graph import NodeKind, StoreSpec
+
+if TYPE_CHECKING:
+    from streamtable.dsl.builder import StreamsBuilder
+    from streamtable.dsl.global_table import GlobalKTable
+    from streamtable.dsl.stream import KStream
+
+
+@dataclass(frozen=True)
+class StreamJoined:
+    """Names the stores of a stream-stream join (Kafka Streams' ``StreamJoined``): with
+    ``with_store_name("orders")`` they are ``orders-this-join-store``,
+    ``orders-other-join-store`` (and ``orders-outer-shared-join-store`` for left/outer joins).
+
+    >>> StreamJoined.with_store_name("orders").store_name
+    'orders'
+    """
+
+    store_name: str | None = None
+
+    @classmethod
+    def with_store_name(cls, name: str) -> StreamJoined:
+        return cls(store_name=name)
+
+
+def _internal_store(b: StreamsBuilder, name: str) -> str:
+    if name in b._stores:
+        raise TopologyError(f"a store named {name!r} already exists")
+    # join stores are not cached (every join result is forwarded) nor queryable
+    b._stores[name] = StoreSpec(name=name, caching=False)
+    return name
+
+
+def _copartitioned(stream: KStream, other: KStream, side: str) -> str:
+    """The node of ``stream`` to join from: repartitioned by its key when an operator changed
+    it. When only this side is repartitioned, its records go to the partition Kafka's default
+    partitioner gives their key in the other side's topic, where that side's records of the
+    same key are."""
+    b = stream._builder
+    if not stream._repartition_required:
+        return stream._node
+    source = b.repartition(stream._node, b.new_name(f"KSTREAM-JOIN{side}-REPARTITION"))
+    if not other._repartition_required:
+        topic = b._nodes[source].topics[0]
+        other_source = b.source_of(other._node)
+        for node in b._nodes.values():
+            if node.kind is NodeKind.SINK and node.topics == [topic]:
+                node.options["partition_like"] = other_source.name
+        other_source.options["check_partitioner"] = True
+    return source
+
+
+def join_streams(this: KStream, other: KStream, joiner: Callable[[Any, Any], Any],
+                 windows: JoinWindows, mode: str, stream_joined: StreamJoined | str | None,
+                 named: str | None) -> KStream:
+    """Kafka Streams' ``KStreamImplJoin``: a windowing processor and a join processor per side,
+    both feeding one merge node. ``mode``: inner, left or outer."""
+    from streamtable.dsl.stream import KStream
+
+    if not isinstance(windows, JoinWindows):
+        raise TypeError("a stream-stream join needs JoinWindows, e.g. "
+                        "JoinWindows.of_time_difference_and_grace(60_000, 10_000)")
+    b = this._builder
+    joined = (StreamJoined.with_store_name(stream_joined) if isinstance(stream_joined, str)
+              else stream_joined or StreamJoined())
+    left_outer = mode in ("left", "outer")
+    right_outer = mode == "outer"
+    this_node = _copartitioned(this, other, "THIS")
+    other_node = _copartitioned(other, this, "OTHER")
+    this_windowed = b.new_name("KSTREAM-WINDOWED")
+    other_windowed = b.new_name("KSTREAM-WINDOWED")
+    join_this = b.new_name("KSTREAM-OUTERTHIS" if right_outer else "KSTREAM-JOINTHIS")
+    join_other = b.new_name("KSTREAM-OUTEROTHER" if left_outer else "KSTREAM-JOINOTHER")
+    merge = b.new_name("KSTREAM-MERGE", named)
+    base = joined.store_name
+    this_suffix = "-outer-this-join" if right_outer else "-this-join"
+    other_suffix = "-outer-other-join" if left_outer else "-other-join"
+    this_store = _internal_store(b, f"{base}{this_suffix}-store" if base else f"{join_this}-store")
+    other_store = _internal_store(
+        b, f"{base}{other_suffix}-store" if base else f"{join_other}-store")
+    outer_store = None
+    if left_outer:
+        shared = (f"{base}-outer-shared-join-store" if base else
+                  join_this.replace("JOINTHIS", "OUTERSHARED").replace("OUTERTHIS",
+                                                                       "OUTERSHARED") + "-store")
+        outer_store = _internal_store(b, shared)
+    held = [outer_store] if outer_store else []
+    b.add_node(this_windowed, lambda: StreamJoinWindow(this_store, windows), [this_node],
+               stores=[this_store])
+    b.add_node(other_windowed, lambda: StreamJoinWindow(other_store, windows), [other_node],
+               stores=[other_store])
+    b.add_node(join_this, lambda: StreamStreamJoin(True, other_store, outer_store, windows,
+                                                   joiner, left_outer),
+               [this_windowed], stores=[other_store, *held])
+    b.add_node(join_other, lambda: StreamStreamJoin(False, this_store, outer_store, windows,
+                                                    joiner, right_outer),
+               [other_windowed], stores=[this_store, *held])
+    b.add_node(merge, PassThrough, [join_this, join_other])
+    return KStream(b, merge)
+
+
+def join_global(stream: KStream, table: GlobalKTable, key_selector: Callable[[Any, Any], Any],
+                joiner: Callable[[Any, Any], Any], left: bool, named: str | None) -> KStream:
+    """Kafka Streams' ``KStreamGlobalKTableJoin``: no repartitioning, every task sees the whole
+    global table."""
+    from streamtable.dsl.stream import KStream
+    from streamtable.processors.join import StreamGlobalTableJoin
+
+    if not callable(key_selector) or not callable(joiner):
+        raise TypeError("a stream-global table join is join(global_table, key_selector, joiner)")
+    b = stream._builder
+    name = b.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN", named)
+    store = table.store_name
+    node = b.add_node(name, lambda: StreamGlobalTableJoin(store, key_selector, joiner, left),
+                      [stream._node])
+    node.options["global_stores"] = [store]
+    return KStream(b, name, stream._repartition_required)

@@ -99,9 +99,9 @@ class KGroupedStream:
         ...     .count("notification-counts"))
         >>> sessions = (b.stream("clicks").group_by_key()
         ...     .windowed_by(SessionWindows.of_inactivity_gap(300_000)).count("sessions"))
-        >>> last_minute = (b.stream("clicks").group_by_key()
+        >>> last_minute = (b.stream("payments").group_by_key()
         ...     .windowed_by(SlidingWindows.of_time_difference_and_grace(60_000, 5_000))
-        ...     .count("clicks-in-any-minute"))
+        ...     .count("payments-in-any-minute"))
         """
         if isinstance(windows, SessionWindows):
             return SessionWindowedKStream(self, windows)

@@ -77,27 +77,39 @@ class KTable:
         )
 
     def suppress(self, suppressed: Suppressed, *, named: str | None = None) -> KTable:
-        """Hold this windowed table's changes until each window closes (stream time past its
-        end plus the grace period), then forward one final result per window.
+        """Hold this table's changes back: ``Suppressed.until_window_closes()`` (a windowed
+        table: one final result per window once stream time has passed its end plus the grace
+        period) or ``Suppressed.until_time_limit(ms)`` (any table: a key's latest value once
+        stream time is ``ms`` past its first held change).
 
         >>> from streamtable import StreamsBuilder, TimeWindows
-        >>> from streamtable.processors.suppress import Suppressed
+        >>> from streamtable.processors.suppress import BufferConfig, Suppressed
         >>> b = StreamsBuilder()
         >>> final = (b.stream("clicks").group_by_key()
         ...     .windowed_by(TimeWindows.of(60_000).with_grace(10_000)).count("counts")
         ...     .suppress(Suppressed.until_window_closes()))
+        >>> calmer = (b.table("prices").suppress(Suppressed.until_time_limit(
+        ...     5_000, BufferConfig.max_records_of(10_000).emit_early_when_full())))
         """
         from streamtable.errors import TopologyError
-        from streamtable.processors.suppress import SuppressUntilWindowCloses
+        from streamtable.processors.suppress import (
+            SuppressUntilTimeLimit,
+            SuppressUntilWindowCloses,
+        )
 
-        if self._grace is None:
+        limit, grace, buffer = suppressed.time_limit, self._grace, suppressed.buffer
+        if limit is None and grace is None:
             raise TopologyError(
                 "suppress(until_window_closes) needs a windowed table: the result of a "
                 "windowed_by(...) aggregation")
         b = self._builder
         name = b.new_name("KTABLE-SUPPRESS", named)
         store = b.add_store(None, f"{name}-STATE-STORE").name
-        grace, buffer = self._grace, suppressed.buffer
+        if limit is not None:
+            b.add_node(name, lambda: SuppressUntilTimeLimit(store, limit, buffer), [self._node],
+                       stores=[store])
+            return KTable(b, name, None)
+        assert grace is not None
         b.add_node(name, lambda: SuppressUntilWindowCloses(store, grace, buffer), [self._node],
                    stores=[store])
         return KTable(b, name, None)

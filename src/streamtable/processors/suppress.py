@@ -1,6 +1,7 @@
-"""``KTable.suppress``: hold a windowed table's changes until its windows close, then forward
-one final result per window (Kafka Streams' ``KTableSuppressProcessor`` with
-``Suppressed.untilWindowCloses``).
+"""``KTable.suppress``: hold a table's changes back (Kafka Streams' ``KTableSuppressProcessor``):
+until a windowed table's windows close (``Suppressed.until_window_closes``: one final result per
+window), or for a time limit per key (``Suppressed.until_time_limit``: the latest value of a key
+once stream time is that far past its first held change).
 
 The buffer is a store of the task, so it is state like any other: committed with the task and
 exactly-once through a crash on Spark. A change is held under its window's end. Closed windows
@@ -10,12 +11,19 @@ then can never change again (the aggregation drops later records for it as late)
 value is final and forwarded once, as ``Change(final, value before the first held change)`` with
 the timestamp of its latest change. (Evicting while a cache upstream is still flushing could
 forward a window before its last change arrives: caches reorder changes in time.)
+
+With a time limit, a key's changes are held from its first held change on, and forwarded as one
+change once the largest timestamp the suppression has seen is ``time_limit`` past it, right when
+the record that moved time on arrives (Kafka Streams evicts then; nothing is final here, so no
+wait for the caches). That largest timestamp is kept in the buffer store too, so it survives a
+restart and each micro-batch of the Spark runtime starts where the last one ended.
 """
 
 from __future__ import annotations
 
 import heapq
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +73,7 @@ class Suppressed:
     """
 
     buffer: BufferConfig
+    time_limit: int | None = None  # None: until the window closes
 
     @classmethod
     def until_window_closes(cls, buffer: BufferConfig | None = None) -> Suppressed:
@@ -73,6 +82,21 @@ class Suppressed:
             raise ValueError("until_window_closes needs a buffer that shuts down when full: "
                              "emitting early would not be a final result")
         return cls(buffer)
+
+    @classmethod
+    def until_time_limit(cls, time_to_wait_for_more_records: int,
+                         buffer: BufferConfig | None = None) -> Suppressed:
+        """Hold each key's changes for ``time_to_wait_for_more_records`` ms of stream time after
+        its first held change, then forward its latest value (any table, windowed or not). A
+        full buffer shuts down, or with ``emit_early_when_full()`` forwards its oldest keys.
+
+        >>> Suppressed.until_time_limit(60_000, BufferConfig.max_records_of(1000)
+        ...                             .emit_early_when_full()).time_limit
+        60000
+        """
+        if time_to_wait_for_more_records < 0:
+            raise ValueError("the time limit must not be negative")
+        return cls(buffer or BufferConfig.unbounded(), time_to_wait_for_more_records)
 
 
 @dataclass(frozen=True)
@@ -96,73 +120,136 @@ class EmitStrategy:
         return cls(False)
 
 
-class SuppressUntilWindowCloses(Processor):
-    """The suppression processor of a windowed table (its keys are ``Windowed``)."""
+@dataclass(frozen=True)
+class ObservedStreamTime:
+    """The key under which a time-limit buffer keeps the largest timestamp it has seen."""
 
-    def __init__(self, store_name: str, grace: int, buffer: BufferConfig) -> None:
+
+_OBSERVED = ObservedStreamTime()
+
+
+class SuppressionBuffer(Processor):
+    """What both suppressions share: held changes in a store of the task, one entry per key,
+    ``(newest value, value before the first held change, buffer time, timestamp, headers)``,
+    forwarded in buffer-time order, and the bounds of the buffer."""
+
+    def __init__(self, store_name: str, buffer: BufferConfig) -> None:
         self.store_name = store_name
-        self.grace = grace
         self.buffer = buffer
 
     def init(self, context: ProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
-        # (window end, key) of every held change; entries are checked against the store
-        self._heap = [(value[2], i, key) for i, (key, value) in enumerate(self.store.items())]
+        self._observed = -1
+        self._heap: list[tuple[int, int, Any]] = []
+        self._bytes = 0
+        for key, value in self.store.items():
+            if key == _OBSERVED:
+                self._observed = value
+                continue
+            self._heap.append((value[2], len(self._heap), key))
+            if self.buffer.max_bytes is not None:
+                self._bytes += len(pickle.dumps(value))
         heapq.heapify(self._heap)
         self._seq = len(self._heap)
-        self._bytes = (sum(len(pickle.dumps(v)) for _, v in self.store.items())
-                       if self.buffer.max_bytes is not None else 0)
-        context.register_flush(self._emit_closed)
 
-    def process(self, record: Record) -> None:
-        change: Change[Any] = record.value
-        key = record.key
+    def _held(self) -> int:
+        return len(self._heap)
+
+    def hold(self, key: Any, change: Change[Any], buffer_time: int, record: Record) -> None:
+        """Hold ``change`` of ``key``; a key held already keeps its buffer time."""
         held = self.store.get(key)
         first_old = change.old if held is None else held[1]
-        if self.buffer.max_bytes is not None and held is not None:
-            self._bytes -= len(pickle.dumps(held))
-        entry = (change.new, first_old, key.end, record.timestamp, record.headers)
+        if held is not None:
+            buffer_time = held[2]
+            if self.buffer.max_bytes is not None:
+                self._bytes -= len(pickle.dumps(held))
+        entry = (change.new, first_old, buffer_time, record.timestamp, record.headers)
         self.store.put(key, entry)
         if held is None:
-            heapq.heappush(self._heap, (key.end, self._seq, key))
+            heapq.heappush(self._heap, (buffer_time, self._seq, key))
             self._seq += 1
         if self.buffer.max_bytes is not None:
             self._bytes += len(pickle.dumps(entry))
-        self._check_full(record)
 
-    def _emit_closed(self) -> bool:
-        """At a commit: forward the final result of every closed window; True if any."""
-        close_time = self.context.stream_time - self.grace
+    def evict_while(self, condition: Callable[[int], bool],
+                    forward_tombstones: bool = True) -> bool:
+        """Forward held keys, oldest buffer time first, while ``condition(buffer time)``
+        holds; True if any was forwarded."""
         heap = self._heap
         forwarded = False
-        while heap and heap[0][0] <= close_time:
+        while heap and condition(heap[0][0]):
             _, _, key = heapq.heappop(heap)
             entry = self.store.get(key)
-            if entry is None:
-                continue
             self.store.delete(key)
             if self.buffer.max_bytes is not None:
                 self._bytes -= len(pickle.dumps(entry))
-            new, old, _end, ts, headers = entry
-            if new is None and old is None:
+            new, old, _time, ts, headers = entry
+            if new is None and not forward_tombstones:
                 continue
             self.forward(Record(key, Change(new, old), ts, headers))
             forwarded = True
         return forwarded
 
-    def _check_full(self, record: Record) -> None:
+    def over_capacity(self) -> bool:
         limit_records, limit_bytes = self.buffer.max_records, self.buffer.max_bytes
-        full = ((limit_records is not None and len(self.store) > limit_records)
+        return ((limit_records is not None and self._held() > limit_records)
                 or (limit_bytes is not None and self._bytes > limit_bytes))
-        if full:
-            meta = self.context.record_metadata()
-            raise ProcessingError(
-                f"the suppression buffer of store {self.store_name!r} is full "
-                f"({len(self.store)} windows held, limits: {limit_records} records, "
-                f"{limit_bytes} bytes); raise the limits or shorten the grace period",
-                topic=None if meta is None else meta.topic,
-                partition=None if meta is None else meta.partition,
-                offset=None if meta is None else meta.offset,
-                processor=self.name,
-            )
+
+    def enforce_capacity(self, advice: str) -> None:
+        """A buffer over its bounds emits its oldest keys early, or stops the task."""
+        if not self.over_capacity():
+            return
+        if self.buffer.when_full == "emit_early":
+            self.evict_while(lambda _time: self.over_capacity())
+            return
+        meta = self.context.record_metadata()
+        raise ProcessingError(
+            f"the suppression buffer of store {self.store_name!r} is full "
+            f"({self._held()} keys held, limits: {self.buffer.max_records} records, "
+            f"{self.buffer.max_bytes} bytes); {advice}",
+            topic=None if meta is None else meta.topic,
+            partition=None if meta is None else meta.partition,
+            offset=None if meta is None else meta.offset,
+            processor=self.name,
+        )
+
+
+class SuppressUntilWindowCloses(SuppressionBuffer):
+    """The suppression processor of a windowed table (its keys are ``Windowed``)."""
+
+    def __init__(self, store_name: str, grace: int, buffer: BufferConfig) -> None:
+        super().__init__(store_name, buffer)
+        self.grace = grace
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        context.register_flush(self._emit_closed)
+
+    def process(self, record: Record) -> None:
+        self.hold(record.key, record.value, record.key.end, record)
+        self.enforce_capacity("raise the limits or shorten the grace period")
+
+    def _emit_closed(self) -> bool:
+        """At a commit: forward the final result of every closed window; True if any."""
+        close_time = self.context.stream_time - self.grace
+        # a window created and deleted while held never existed for anyone downstream
+        return self.evict_while(lambda end: end <= close_time, forward_tombstones=False)
+
+
+class SuppressUntilTimeLimit(SuppressionBuffer):
+    """Forwards a key's latest change once the largest timestamp seen is ``time_limit`` past
+    the key's first held change (Kafka Streams' ``Suppressed.untilTimeLimit``)."""
+
+    def __init__(self, store_name: str, time_limit: int, buffer: BufferConfig) -> None:
+        super().__init__(store_name, buffer)
+        self.time_limit = time_limit
+
+    def process(self, record: Record) -> None:
+        if record.timestamp > self._observed:
+            self._observed = record.timestamp
+            self.store.put(_OBSERVED, record.timestamp)
+        self.hold(record.key, record.value, record.timestamp, record)
+        expiry = self._observed - self.time_limit
+        self.evict_while(lambda time: time <= expiry)
+        self.enforce_capacity("raise the limits, shorten the time limit or emit early when full")

@@ -34,7 +34,6 @@ from streamtable.serving import configured_serving_store
 from streamtable.topology.graph import Topology
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from streamtable.serving.view import StoreView
 
@@ -180,11 +179,13 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     module = load_app(args.app)
-    names = _queryable(app_topology(module))
+    topology = app_topology(module)
+    names = _queryable(topology)
     if args.store not in names:
         raise SystemExit(f"streamtable: no queryable store {args.store!r}; "
                          f"queryable stores: {names}")
-    view = configured_serving_store(StreamsConfig(_settings(module, args))).view(args.store)
+    view = configured_serving_store(StreamsConfig(_settings(module, args))).view(
+        args.store, topology.stores[args.store].kind)
     if args.key is not None:
         key: Any = args.key
         try:
@@ -204,11 +205,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from streamtable.serving.http import QueryServer, create_query_api
 
     module = load_app(args.app)
-    names = _queryable(app_topology(module))
+    topology = app_topology(module)
+    names = _queryable(topology)
     config = StreamsConfig(_settings(module, args))
     serving = configured_serving_store(config)
-    # the views are StoreViews; create_query_api's hint names that class
-    views = cast("Callable[[str], StoreView]", serving.view)
+
+    def views(name: str) -> StoreView:
+        # the views are StoreViews; create_query_api's hint names that class
+        return cast("StoreView", serving.view(name, topology.stores[name].kind))
+
     server = QueryServer(create_query_api(views, names), args.http_host, args.http_port).start()
     log.info("interactive queries of %s at %s/stores, from its %s", config.application_id,
              server.url, type(serving).__name__)

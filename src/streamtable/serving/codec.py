@@ -7,21 +7,69 @@ Writers and readers must agree on these bytes: a key is looked up by its encodin
 ('client1', 3)
 >>> decode_value(encode_value(({1, 3}, 1000)))
 ({1, 3}, 1000)
+
+A windowed key is encoded so that a serving store's byte order sorts the windows of one key by
+start time: the windows of a key with starts in a range are one range of encoded keys
+(:func:`window_key_range`), which every database can scan.
+
+>>> from streamtable.state.windowed import Windowed
+>>> decode_key(encode_key(Windowed("a", 10, 20)))
+Windowed(key='a', start=10, end=20)
+>>> lo, hi = window_key_range("a", 0, 10)
+>>> lo <= encode_key(Windowed("a", 10, 20)) <= hi < encode_key(Windowed("a", 11, 21))
+True
 """
 
 from __future__ import annotations
 
 import pickle
+import struct
 from typing import Any
+
+from streamtable.state.windowed import Windowed
+
+# pickles start with b"\x80" (protocol 2 and later): a windowed key's first byte tells it apart
+_WINDOWED = b"W"
+_LENGTH = struct.Struct(">I")
+_TIME = struct.Struct(">Q")  # a time plus 2**63: unsigned, so bytes order like signed times
+_BIAS = 2**63
+
+
+def _time(t: int) -> bytes:
+    return _TIME.pack(t + _BIAS)
+
+
+def _windowed_prefix(key: Any) -> bytes:
+    data = pickle.dumps(key, protocol=5)
+    return _WINDOWED + _LENGTH.pack(len(data)) + data
 
 
 def encode_key(key: Any) -> bytes:
-    """The bytes a key is stored under."""
+    """The bytes a key is stored under: ``Windowed`` keys as the key, then start, then end."""
+    if isinstance(key, Windowed):
+        return _windowed_prefix(key.key) + _time(key.start) + _time(key.end)
     return pickle.dumps(key, protocol=5)
 
 
 def decode_key(data: bytes) -> Any:
+    if data[:1] == _WINDOWED:
+        (n,) = _LENGTH.unpack_from(data, 1)
+        key = pickle.loads(data[5:5 + n])
+        start, end = (t - _BIAS for t in struct.unpack_from(">QQ", data, 5 + n))
+        return Windowed(key, start, end)
     return pickle.loads(data)
+
+
+def window_key_range(key: Any, time_from: int, time_to: int) -> tuple[bytes, bytes]:
+    """The encoded keys, lowest and highest, of ``key``'s windows starting in
+    ``[time_from, time_to]``."""
+    prefix = _windowed_prefix(key)
+    return prefix + _time(time_from) + bytes(8), prefix + _time(time_to) + b"\xff" * 8
+
+
+def all_windows_range() -> tuple[bytes, bytes]:
+    """The encoded keys, lowest and highest, of every windowed key."""
+    return _WINDOWED, _WINDOWED + b"\xff" * 8
 
 
 def encode_value(value_and_timestamp: tuple[Any, int]) -> bytes:

@@ -3,6 +3,15 @@
     GET /stores                         the queryable stores
     GET /stores/{store}?from=&to=       all entries (or a key range), in key order
     GET /stores/{store}/keys/{key}      one entry (404 when absent)
+    GET /stores/{store}/windows/{key}?from=&to=   a window store: the key's windows starting
+                                        in [from, to] (either bound optional), in start order
+    GET /stores/{store}/windows?from=&to=         every key's windows starting in [from, to]
+    GET /stores/{store}/sessions/{key}?earliest_end=&latest_start=
+                                        a session store: the key's sessions (those ending at
+                                        or after earliest_end and starting at or before
+                                        latest_start)
+
+Windows and sessions come as ``{"key", "start", "end", "value"}`` objects.
 
 Keys in URLs are JSON when they parse as JSON (``42``, ``"a"``), plain text otherwise. Values are
 returned as JSON (sets as sorted lists). Start it with ``streamtable run app.py --http-port 8080``
@@ -19,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamtable.serving.sqlite import StoreView
+from streamtable.state.windowed import MAX_TIME, MIN_TIME, SessionQueries, Windowed, WindowQueries
 
 
 def _parse_key(text: str) -> Any:
@@ -84,7 +94,38 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
             raise HTTPException(404, f"no key {parsed!r} in store {store!r}")
         return {"key": _jsonable(parsed), "value": _jsonable(value)}
 
+    def windows_of(store: str) -> WindowQueries:
+        v = view(store)
+        if not isinstance(v, WindowQueries):
+            raise HTTPException(400, f"store {store!r} is not a window store")
+        return v
+
+    @api.get("/stores/{store}/windows")
+    def all_windows(store: str, from_: int | None = Query(None, alias="from"),
+                    to: int | None = None) -> list[dict[str, Any]]:
+        return _windows(windows_of(store).fetch_all(from_, to))
+
+    @api.get("/stores/{store}/windows/{key}")
+    def key_windows(store: str, key: str, from_: int | None = Query(None, alias="from"),
+                    to: int | None = None) -> list[dict[str, Any]]:
+        return _windows(windows_of(store).fetch_windows(_parse_key(key), from_, to))
+
+    @api.get("/stores/{store}/sessions/{key}")
+    def key_sessions(store: str, key: str, earliest_end: int | None = None,
+                     latest_start: int | None = None) -> list[dict[str, Any]]:
+        v = view(store)
+        if not isinstance(v, SessionQueries):
+            raise HTTPException(400, f"store {store!r} is not a session store")
+        return _windows(v.find_sessions(
+            _parse_key(key), MIN_TIME if earliest_end is None else earliest_end,
+            MAX_TIME if latest_start is None else latest_start))
+
     return api
+
+
+def _windows(found: list[tuple[Windowed, Any]]) -> list[dict[str, Any]]:
+    return [{"key": _jsonable(w.key), "start": w.start, "end": w.end, "value": _jsonable(v)}
+            for w, v in found]
 
 
 class QueryServer:

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from streamtable.engine.ports import StoreChange
-from streamtable.serving.view import StoreView, split_changes
+from streamtable.serving.view import StoreView, split_changes, store_view
 
 if TYPE_CHECKING:
     import psycopg
@@ -117,6 +117,8 @@ class PostgresServingStore:
         self._rows = q("SELECT key, value FROM {kv} WHERE store = %s")
         self._task_keys = q("SELECT key FROM {kv} WHERE store = %s AND task = %s")
         self._count = q("SELECT COUNT(*) FROM {kv} WHERE store = %s")
+        self._key_range = q("SELECT key, value FROM {kv} WHERE store = %s AND key >= %s "
+                            "AND key <= %s ORDER BY key")
         self._stores = q("SELECT DISTINCT store FROM {kv}")
         self._clear = [q("DELETE FROM {kv}"), q("UPDATE {applied} SET batch = NULL")]
 
@@ -180,8 +182,9 @@ class PostgresServingStore:
                   self.application_id, batch_id, len(upserts), len(deletes))
         return True
 
-    def view(self, store: str) -> StoreView:
-        return StoreView(self, store)
+    def view(self, store: str, kind: str = "key-value") -> StoreView:
+        """The query view of ``store``, a ``key-value``, ``window`` or ``session`` store."""
+        return store_view(self, store, kind)
 
     def stores(self) -> list[str]:
         return sorted(r[0] for r in self._conn().execute(self._stores))
@@ -204,6 +207,9 @@ class PostgresServingStore:
 
     def read_task_keys(self, store: str, task: int) -> list[bytes]:
         return [r[0] for r in self._conn().execute(self._task_keys, (store, task))]
+
+    def read_key_range(self, store: str, low: bytes, high: bytes) -> list[tuple[bytes, bytes]]:
+        return self._conn().execute(self._key_range, (store, low, high)).fetchall()
 
     def count_rows(self, store: str) -> int:
         row = self._conn().execute(self._count, (store,)).fetchone()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streamtable.engine.ports import StoreChange
 from streamtable.serving.codec import encode_key, encode_value
-from streamtable.serving.view import StoreView, split_changes
+from streamtable.serving.view import StoreView, split_changes, store_view
 
 __all__ = ["SqliteServingStore", "StoreView", "encode_key", "encode_value"]
 
@@ -91,8 +91,9 @@ class SqliteServingStore:
             conn.execute("ROLLBACK")
             raise
 
-    def view(self, store: str) -> StoreView:
-        return StoreView(self, store)
+    def view(self, store: str, kind: str = "key-value") -> StoreView:
+        """The query view of ``store``, a ``key-value``, ``window`` or ``session`` store."""
+        return store_view(self, store, kind)
 
     def stores(self) -> list[str]:
         return [r[0] for r in self._conn().execute("SELECT DISTINCT store FROM kv ORDER BY 1")]
@@ -117,6 +118,11 @@ class SqliteServingStore:
         rows = self._conn().execute(
             "SELECT key FROM kv WHERE store = ? AND task = ?", (store, task)).fetchall()
         return [r[0] for r in rows]
+
+    def read_key_range(self, store: str, low: bytes, high: bytes) -> list[tuple[bytes, bytes]]:
+        return self._conn().execute(
+            "SELECT key, value FROM kv WHERE store = ? AND key >= ? AND key <= ? ORDER BY key",
+            (store, low, high)).fetchall()
 
     def count_rows(self, store: str) -> int:
         return int(self._conn().execute(

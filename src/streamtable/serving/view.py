@@ -25,10 +25,18 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from streamtable.engine.ports import StoreChange
-from streamtable.serving.codec import decode_key, decode_value, encode_key
+from streamtable.serving.codec import (
+    all_windows_range,
+    decode_key,
+    decode_value,
+    encode_key,
+    window_key_range,
+)
 from streamtable.state.stores import in_range, key_order, with_prefix
+from streamtable.state.windowed import SessionQueries, Windowed, WindowQueries
 
-__all__ = ["StoreRows", "StoreView", "split_changes"]
+__all__ = ["SessionStoreView", "StoreRows", "StoreView", "WindowStoreView", "split_changes",
+           "store_view"]
 
 
 class StoreRows(Protocol):
@@ -45,6 +53,11 @@ class StoreRows(Protocol):
 
     def read_task_keys(self, store: str, task: int) -> list[bytes]:
         """The encoded keys one task holds, in any order."""
+        ...
+
+    def read_key_range(self, store: str, low: bytes, high: bytes) -> list[tuple[bytes, bytes]]:
+        """The ``(encoded key, encoded (value, timestamp))`` rows with ``low <= key <= high``
+        (bytewise), in key order."""
         ...
 
     def count_rows(self, store: str) -> int: ...
@@ -117,3 +130,57 @@ class StoreView:
 
     def __len__(self) -> int:
         return self.approximate_num_entries()
+
+
+class ServingWindows:
+    """The windows of a serving store's windowed keys, for the window and session queries: the
+    windows of one key come from one scan of a range of encoded keys."""
+
+    def __init__(self, serving: StoreRows, name: str) -> None:
+        self._serving = serving
+        self._name = name
+
+    def __call__(self, key: Any, time_from: int, time_to: int) -> list[tuple[Windowed, Any]]:
+        low, high = all_windows_range() if key is None else window_key_range(key, time_from,
+                                                                              time_to)
+        found = []
+        for k, v in self._serving.read_key_range(self._name, low, high):
+            wkey = decode_key(k)
+            if time_from <= wkey.start <= time_to:
+                found.append((wkey, decode_value(v)[0]))
+        if key is None:
+            found.sort(key=lambda kv: key_order(kv[0]))
+        return found
+
+
+class WindowStoreView(StoreView, WindowQueries):
+    """A window store of a serving store: the key-value reads of :class:`StoreView` (keys are
+    ``Windowed``) and Kafka Streams' window queries, ``fetch(key, time_from, time_to)`` and
+    ``fetch_all(time_from, time_to)``."""
+
+    def __init__(self, serving: StoreRows, name: str) -> None:
+        StoreView.__init__(self, serving, name)
+        WindowQueries.__init__(self, ServingWindows(serving, name))
+
+
+class SessionStoreView(StoreView, SessionQueries):
+    """A session store of a serving store: the key-value reads of :class:`StoreView` and
+    Kafka Streams' session queries, ``fetch(key)`` and ``find_sessions(key, earliest_end,
+    latest_start)``."""
+
+    def __init__(self, serving: StoreRows, name: str) -> None:
+        StoreView.__init__(self, serving, name)
+        SessionQueries.__init__(self, ServingWindows(serving, name))
+
+    def fetch_all(self) -> list[tuple[Windowed, Any]]:  # type: ignore[override]
+        return SessionQueries.fetch_all(self)
+
+
+def store_view(serving: StoreRows, name: str, kind: str = "key-value") -> StoreView:
+    """The view of one store of a serving store, with the queries its kind of store answers
+    (``key-value``, ``window`` or ``session``)."""
+    if kind == "window":
+        return WindowStoreView(serving, name)
+    if kind == "session":
+        return SessionStoreView(serving, name)
+    return StoreView(serving, name)

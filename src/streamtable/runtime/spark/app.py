@@ -409,7 +409,9 @@ class StreamsApp:
                 _remove_progress_listener(self._spark)
 
     def store(self, name: str) -> QueryableStore:
-        """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``). Raises
+        """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``; a window
+        store also ``fetch(key, time_from, time_to)`` and ``fetch_all``, a session store
+        ``fetch(key)`` and ``find_sessions``). Raises
         :class:`ApplicationFailedError` once the query has died: a dead application must not
         look like an empty one."""
         self.raise_if_failed()
@@ -417,7 +419,7 @@ class StreamsApp:
         if spec is None or not spec.queryable:
             queryable = sorted(s for s, v in self.topology.stores.items() if v.queryable)
             raise KeyError(f"no queryable store named {name!r}; queryable stores: {queryable}")
-        return self.serving.view(name)
+        return self.serving.view(name, spec.kind)
 
     def raise_if_failed(self) -> None:
         """Raise :class:`ApplicationFailedError` if the query died of an error."""

@@ -68,8 +68,8 @@ class BufferConfig:
 class Suppressed:
     """What ``KTable.suppress`` holds back.
 
-    >>> Suppressed.until_window_closes(BufferConfig.unbounded())
-    Suppressed(buffer=BufferConfig(max_records=None, max_bytes=None, when_full='shutdown'))
+    >>> Suppressed.until_window_closes(BufferConfig.max_records_of(100)).buffer
+    BufferConfig(max_records=100, max_bytes=None, when_full='shutdown')
     """
 
     buffer: BufferConfig

@@ -263,3 +263,22 @@ def test_a_restarted_worker_reuses_its_rocksdb_copy_without_reading_the_state_ag
     assert s.store("t").get("x") == (7, 7) and s.store("t").get("new") == (1, 6)
     restarted.checkin(s)
     _forget_working_copies()
+
+
+def test_windowed_keys_are_found_by_their_key_across_batches(location: str, make: Any) -> None:
+    """Window and session aggregations look up the windows of a key (keys_with_first); a
+    RocksDB working copy finds them among what earlier batches wrote and what this one did."""
+    from streamtable import Windowed
+
+    p = make(location)
+    _run_batch(p, 0, {Windowed("a", 10, 20): (1, 10), Windowed("a", 9, 19): (2, 9),
+                      Windowed("ab", 0, 10): (3, 0), ("a", 1): (4, 0)})
+    _forget_working_copies()
+    _run_batch(p, 1, {Windowed("a", 9, 19): None})  # an expired window, deleted
+    s = p.checkout(0, 0, 1)
+    store = s.store("t")
+    assert store.keys_with_first("a") == [("a", 1), Windowed("a", 10, 20)]
+    store.put(Windowed("a", 30, 40), (6, 30))
+    assert store.keys_with_first("a") == [("a", 1), Windowed("a", 10, 20), Windowed("a", 30, 40)]
+    assert store.get(Windowed("a", 10, 20)) == (1, 10)
+    p.checkin(s)

@@ -23,48 +23,37 @@ True
 from __future__ import annotations
 
 import pickle
-import struct
 from typing import Any
 
-from streamtable.state.windowed import Windowed
+from streamtable.state.windowed import (
+    Windowed,
+    decode_windowed,
+    encode_windowed,
+    encoded_window_range,
+)
 
 # pickles start with b"\x80" (protocol 2 and later): a windowed key's first byte tells it apart
 _WINDOWED = b"W"
-_LENGTH = struct.Struct(">I")
-_TIME = struct.Struct(">Q")  # a time plus 2**63: unsigned, so bytes order like signed times
-_BIAS = 2**63
-
-
-def _time(t: int) -> bytes:
-    return _TIME.pack(t + _BIAS)
-
-
-def _windowed_prefix(key: Any) -> bytes:
-    data = pickle.dumps(key, protocol=5)
-    return _WINDOWED + _LENGTH.pack(len(data)) + data
 
 
 def encode_key(key: Any) -> bytes:
     """The bytes a key is stored under: ``Windowed`` keys as the key, then start, then end."""
     if isinstance(key, Windowed):
-        return _windowed_prefix(key.key) + _time(key.start) + _time(key.end)
+        return _WINDOWED + encode_windowed(key)
     return pickle.dumps(key, protocol=5)
 
 
 def decode_key(data: bytes) -> Any:
     if data[:1] == _WINDOWED:
-        (n,) = _LENGTH.unpack_from(data, 1)
-        key = pickle.loads(data[5:5 + n])
-        start, end = (t - _BIAS for t in struct.unpack_from(">QQ", data, 5 + n))
-        return Windowed(key, start, end)
+        return decode_windowed(data[1:])
     return pickle.loads(data)
 
 
 def window_key_range(key: Any, time_from: int, time_to: int) -> tuple[bytes, bytes]:
     """The encoded keys, lowest and highest, of ``key``'s windows starting in
     ``[time_from, time_to]``."""
-    prefix = _windowed_prefix(key)
-    return prefix + _time(time_from) + bytes(8), prefix + _time(time_to) + b"\xff" * 8
+    low, high = encoded_window_range(key, time_from, time_to)
+    return _WINDOWED + low, _WINDOWED + high
 
 
 def all_windows_range() -> tuple[bytes, bytes]:

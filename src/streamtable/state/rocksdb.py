@@ -37,6 +37,12 @@ from typing import Any
 
 from streamtable.engine.task_state import TaskState
 from streamtable.state.stores import key_order
+from streamtable.state.windowed import (
+    Windowed,
+    decode_windowed,
+    encode_windowed,
+    window_key_prefix,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +53,9 @@ MAX_SLOTS = 16
 
 def _encode_key(key: Any) -> bytes:
     """Keys of one store; tuple keys start with their first element's encoding, so that all keys
-    with one first element are one prefix."""
+    with one first element are one prefix, and so do windowed keys with their key."""
+    if isinstance(key, Windowed):
+        return b"W" + encode_windowed(key)
     if type(key) is tuple and key:
         first = pickle.dumps(key[0], _PROTOCOL)
         return b"T" + struct.pack(">I", len(first)) + first + pickle.dumps(key[1:], _PROTOCOL)
@@ -55,6 +63,8 @@ def _encode_key(key: Any) -> bytes:
 
 
 def _decode_key(data: bytes) -> Any:
+    if data[:1] == b"W":
+        return decode_windowed(data[1:])
     if data[:1] == b"T":
         (n,) = struct.unpack(">I", data[1:5])
         return (pickle.loads(data[5:5 + n]), *pickle.loads(data[5 + n:]))
@@ -131,17 +141,19 @@ class RocksDBKeyValueStore:
                 yield k, v
 
     def keys_with_first(self, first: Any) -> list[Any]:
-        """The tuple keys whose first element is ``first``, in key order."""
+        """The tuple (or windowed) keys whose first element (key) is ``first``, in key
+        order."""
         encoded = pickle.dumps(first, _PROTOCOL)
-        prefix = self._prefix + b"T" + struct.pack(">I", len(encoded)) + encoded
         n = len(self._prefix)
         keys = set()
-        for raw_key in self._copy.db.keys(from_key=prefix):
-            if not raw_key.startswith(prefix):
-                break
-            keys.add(_decode_key(raw_key[n:]))
+        for prefix in (self._prefix + b"T" + struct.pack(">I", len(encoded)) + encoded,
+                       self._prefix + b"W" + window_key_prefix(first)):
+            for raw_key in self._copy.db.keys(from_key=prefix):
+                if not raw_key.startswith(prefix):
+                    break
+                keys.add(_decode_key(raw_key[n:]))
         for k, v in self._dirty.items():
-            if type(k) is tuple and k and k[0] == first:
+            if (type(k) is tuple or isinstance(k, Windowed)) and k and k[0] == first:
                 if v is None:
                     keys.discard(k)
                 else:

@@ -10,6 +10,8 @@ in-memory stores and the serving stores of a runtime both provide one.
 
 from __future__ import annotations
 
+import pickle
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -140,3 +142,42 @@ def windows_in(entries: Iterable[tuple[Any, Any]], key: Any, time_from: int,
         if (isinstance(k, Windowed) and (key is None or k.key == key)
                 and time_from <= k.start <= time_to):
             yield k, v
+
+
+# How a windowed key is stored as bytes, wherever stores keep bytes (the serving stores, the
+# RocksDB working copies): the key, then start, then end, so that byte order sorts the windows
+# of one key by start time and the windows of a key starting in a range are one range of bytes.
+_LENGTH = struct.Struct(">I")
+_TIMES = struct.Struct(">QQ")
+_BIAS = 2**63  # times plus 2**63 are unsigned, so their bytes order like the signed times
+
+
+def window_key_prefix(key: Any) -> bytes:
+    """The bytes every window of ``key`` starts with."""
+    data = pickle.dumps(key, protocol=5)
+    return _LENGTH.pack(len(data)) + data
+
+
+def encode_windowed(window: Windowed) -> bytes:
+    """``window`` as bytes that sort by key, then start, then end.
+
+    >>> decode_windowed(encode_windowed(Windowed("a", -5, 5)))
+    Windowed(key='a', start=-5, end=5)
+    >>> encode_windowed(Windowed("a", 9, 19)) < encode_windowed(Windowed("a", 10, 20))
+    True
+    """
+    return window_key_prefix(window.key) + _TIMES.pack(window.start + _BIAS, window.end + _BIAS)
+
+
+def decode_windowed(data: bytes) -> Windowed:
+    (n,) = _LENGTH.unpack_from(data)
+    start, end = _TIMES.unpack_from(data, 4 + n)
+    return Windowed(pickle.loads(data[4:4 + n]), start - _BIAS, end - _BIAS)
+
+
+def encoded_window_range(key: Any, time_from: int, time_to: int) -> tuple[bytes, bytes]:
+    """The lowest and highest encodings of ``key``'s windows starting in
+    ``[time_from, time_to]``."""
+    prefix = window_key_prefix(key)
+    return (prefix + struct.pack(">Q", time_from + _BIAS) + bytes(8),
+            prefix + struct.pack(">Q", time_to + _BIAS) + b"\xff" * 8)

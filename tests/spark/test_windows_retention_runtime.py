@@ -108,3 +108,39 @@ def test_sliding_windows_retention_and_time_limit_on_spark_equal_the_driver(
     assert served.fetch_all(stream_time - 8_000, stream_time) == windows.fetch_all(
         stream_time - 8_000, stream_time)
     assert served.fetch(USERS[0], 0, stream_time)
+
+
+def test_with_caching_and_rocksdb_each_batch_equals_the_driver_in_batch_mode(spark, tmp_path):
+    """With record caches (the last change per key per batch) the output depends on where
+    batches end: batches cut where the driver's are give the same records, the windows found
+    by key in RocksDB working copies included."""
+    from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
+    from tests.spark.test_fk_join_runtime import rows
+
+    outputs = ("out-sliding", "out-final", "out-totals")
+    topology = _topology("in", *outputs)
+    rng = random.Random(8)
+    times = [max(0, i * 700 - rng.randrange(0, 9_000)) for i in range(1, 161)]
+    records = [(rng.choice(USERS), "click") for _ in times]
+    cuts = [0, 45, 46, 110, 160]
+    config = {"cache.max.bytes.buffering": 10**7, "default.dsl.store": "rocksDB"}
+    driver = TopologyTestDriver(topology, config, batch_mode=True)
+    topic = driver.create_input_topic("in")
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        for (k, v), ts in zip(records[lo:hi], times[lo:hi], strict=True):
+            topic.pipe_input(k, v, timestamp=ts)
+        driver.run_batch()
+    expected = {o: driver.create_output_topic(o).read_key_values() for o in outputs}
+
+    output = MemoryOutput()
+    app = StreamsApp(topology, "windows-cached", state_dir=str(tmp_path), spark=spark,
+                     output=output, config=config)
+    app.prepare({"in": 1})
+    for batch, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        frame = [(r[0], r[1], r[2], ts, r[4], r[5], r[6]) for r, ts in zip(
+            rows([("in", k, v) for k, v in records[lo:hi]], 1, lo), times[lo:hi], strict=True)]
+        app.process_batch(spark.createDataFrame(frame, SOURCE_SCHEMA), batch)
+    for o in outputs:
+        assert [tuple(kv) for kv in output.topic(o)] == expected[o], o
+    assert len(expected["out-final"]) > 20
+    assert app.store("sliding").to_dict() == driver.get_key_value_store("sliding").to_dict()

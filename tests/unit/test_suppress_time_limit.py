@@ -155,3 +155,19 @@ def test_batches_equal_record_by_record_with_emit_early(seed):
     assert results[0] == results[1]
     assert sum(results[0].values()) == 6  # each of the six keys counted once
     assert "tick" not in results[0]  # held since 10_000: not due yet
+
+
+def test_keys_held_since_one_time_leave_in_key_order():
+    """Kafka Streams' buffer orders by time, then key: of two keys held since 5, the smaller
+    leaves first when the buffer is full, even if it came last (and so after a restart, where
+    the buffer is read back in whatever order its store lists it)."""
+    b = StreamsBuilder()
+    (b.table("input").suppress(Suppressed.until_time_limit(
+        100, BufferConfig.max_records_of(1).emit_early_when_full())).to_stream().to("out"))
+    driver = TopologyTestDriver(b.build())
+    inp, out = driver.create_input_topic("input"), driver.create_output_topic("out")
+    inp.pipe_input("b", 1, timestamp=5)
+    inp.pipe_input("a", 2, timestamp=5)
+    assert _kvt(out) == [("a", 2, 5)]
+    inp.pipe_input("c", 3, timestamp=6)
+    assert _kvt(out) == [("b", 1, 5)]

@@ -29,6 +29,7 @@ from typing import Any
 
 from streamtable.errors import ProcessingError
 from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.state.stores import key_order
 
 
 @dataclass(frozen=True)
@@ -141,17 +142,18 @@ class SuppressionBuffer(Processor):
         super().init(context)
         self.store = context.get_state_store(self.store_name)
         self._observed = -1
-        self._heap: list[tuple[int, int, Any]] = []
+        # (buffer time, key order, key): keys held at one time leave in key order (Kafka
+        # Streams: by key bytes), whatever order a restored buffer lists them in
+        self._heap: list[tuple[int, Any, Any]] = []
         self._bytes = 0
         for key, value in self.store.items():
             if key == _OBSERVED:
                 self._observed = value
                 continue
-            self._heap.append((value[2], len(self._heap), key))
+            self._heap.append((value[2], key_order(key), key))
             if self.buffer.max_bytes is not None:
                 self._bytes += len(pickle.dumps(value))
         heapq.heapify(self._heap)
-        self._seq = len(self._heap)
 
     def _held(self) -> int:
         return len(self._heap)
@@ -167,8 +169,7 @@ class SuppressionBuffer(Processor):
         entry = (change.new, first_old, buffer_time, record.timestamp, record.headers)
         self.store.put(key, entry)
         if held is None:
-            heapq.heappush(self._heap, (buffer_time, self._seq, key))
-            self._seq += 1
+            heapq.heappush(self._heap, (buffer_time, key_order(key), key))
         if self.buffer.max_bytes is not None:
             self._bytes += len(pickle.dumps(entry))
 

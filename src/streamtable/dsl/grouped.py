@@ -293,7 +293,8 @@ class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
             materialized, "KSTREAM-SESSION-WINDOWED-AGGREGATE",
             lambda s, r: SessionWindowedAggregate(s, windows, initializer, aggregator, merger,
                                                   r),
-            named, windows.grace,
+            # a session can change until stream time passes its end plus gap and grace
+            named, windows.grace + windows.gap,
         )
 
 

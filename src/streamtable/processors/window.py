@@ -177,8 +177,9 @@ class SessionWindowedAggregate(ExpiringWindows):
     them with ``merger(key, aggregate1, aggregate2)`` into one session spanning them all, and
     adds itself with ``aggregator(key, value, aggregate)``. Each replaced session is deleted
     (a tombstone is forwarded for it), then the merged session is forwarded; both carry the
-    session's end as timestamp. A record whose merged session ends before stream time minus
-    the grace period is late: dropped and counted.
+    session's end as timestamp. A session stays open for the inactivity gap after its end (a
+    later record could still extend it) plus the grace period: a record whose merged session
+    ends before stream time minus gap and grace is late, dropped and counted.
     """
 
     expire_by_end = True
@@ -200,7 +201,7 @@ class SessionWindowedAggregate(ExpiringWindows):
             self.context.record_dropped(self.name, "null key or value in a session aggregation")
             return
         gap = self.windows.gap
-        close_time = self.context.stream_time - self.windows.grace
+        close_time = self.context.stream_time - self.windows.grace - gap
         start, end = ts, ts
         agg = self.initializer()
         merged = []

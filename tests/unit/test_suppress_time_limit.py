@@ -171,3 +171,18 @@ def test_keys_held_since_one_time_leave_in_key_order():
     assert _kvt(out) == [("a", 2, 5)]
     inp.pipe_input("c", 3, timestamp=6)
     assert _kvt(out) == [("b", 1, 5)]
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_time_limit_keeps_tombstones(cache):
+    """Kafka's KTableSuppressProcessorTest: with a time limit a deletion is not dropped (only
+    final results of windows may drop theirs)."""
+    b = StreamsBuilder()
+    (b.table("input", Materialized.as_("input")).suppress(Suppressed.until_time_limit(10))
+     .to_stream().to("out"))
+    driver = TopologyTestDriver(b.build(), {"cache.max.bytes.buffering": 10**7 if cache else 0})
+    inp, out = driver.create_input_topic("input"), driver.create_output_topic("out")
+    inp.pipe_input("k", 1, timestamp=0)
+    inp.pipe_input("k", None, timestamp=4)
+    inp.pipe_input("other", 2, timestamp=10)  # k, held since 0, is due: its latest is deleted
+    assert _kvt(out) == [("k", None, 4)]

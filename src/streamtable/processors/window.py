@@ -42,8 +42,11 @@ class ExpiringWindows(StoringProcessor):
         self._expiry: list[tuple[int, int, Windowed]] = []
         self._seq = 0
         if self.retention is not None:
-            for wkey, _ in list(self.store.items()):
-                self.track(wkey)
+            by_end = self.expire_by_end
+            self._expiry = [(w.end if by_end else w.start, i, w)
+                            for i, (w, _) in enumerate(self.store.items())]
+            heapq.heapify(self._expiry)
+            self._seq = len(self._expiry)
 
     def track(self, wkey: Windowed) -> None:
         """Remember a window the store now holds (call once per newly stored window)."""

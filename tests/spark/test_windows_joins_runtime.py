@@ -51,12 +51,13 @@ def test_not_looking_at_facebook_on_spark_equals_driver(spark, tmp_path):
 
 
 def test_session_windows_on_spark_equal_the_driver(spark, tmp_path):
-    from streamtable import SessionWindows, StreamsBuilder
+    from streamtable import Materialized, SessionWindows, StreamsBuilder
 
     b = StreamsBuilder()
+    # kept for the whole run (the default, gap + grace, would keep only the last hour's)
     (b.stream("clicks").group_by_key()
      .windowed_by(SessionWindows.of_inactivity_gap(5 * MIN).with_grace(30 * MIN))
-     .count("sessions"))
+     .count(Materialized.as_("sessions").with_retention(1000 * MIN)))
     topology = b.build()
     rng = random.Random(9)
     times = sorted(rng.randrange(0, 600 * MIN) for _ in range(150))

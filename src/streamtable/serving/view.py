@@ -172,9 +172,6 @@ class SessionStoreView(StoreView, SessionQueries):
         StoreView.__init__(self, serving, name)
         SessionQueries.__init__(self, ServingWindows(serving, name))
 
-    def fetch_all(self) -> list[tuple[Windowed, Any]]:  # type: ignore[override]
-        return SessionQueries.fetch_all(self)
-
 
 def store_view(serving: StoreRows, name: str, kind: str = "key-value") -> StoreView:
     """The view of one store of a serving store, with the queries its kind of store answers

@@ -120,8 +120,24 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
+def _input_topics(app: Any, create: bool, partitions: int) -> None:
+    """Create the application's missing input topics, or stop (before Spark starts) with one
+    line naming them and the command that creates them."""
+    from streamtable.cli.topics import require_topics
+    from streamtable.kafka.admin import ensure_topics, list_topic_names
+
+    bootstrap = app.config["bootstrap.servers"]
+    sources = app.topology.source_topics
+    if create:
+        existing = list_topic_names(bootstrap)
+        ensure_topics(bootstrap, {t: partitions for t in sources if t not in existing})
+        return
+    require_topics(bootstrap, sources, "input topic", " (or run with --create-topics)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     app = _streams_app(args)
+    _input_topics(app, args.create_topics, args.partitions)
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
     if args.until_caught_up:
@@ -223,9 +239,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    return repr(obj)
+    from streamtable.cli.records import jsonable
+
+    return jsonable(obj)
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -272,6 +288,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="the input broker is the embedded development broker")
     p.add_argument("--http-port", type=int, help="serve interactive queries over HTTP here")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
+    p.add_argument("--create-topics", action="store_true",
+                   help="create the application's input topics that do not exist")
+    p.add_argument("--partitions", type=int, default=1,
+                   help="partitions of the input topics --create-topics creates (default: 1)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("reset", help="forget an application's progress and state")
     app_options(p)
@@ -291,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=9092)
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_broker)
+    from streamtable.cli import records, topics
+
+    topics.add_parsers(sub)
+    records.add_parsers(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -32,3 +32,84 @@ def test_describe_lists_children_and_parents():
     assert "    Processor: keep (stores: [])\n      --> sink\n      <-- source\n" in text
     assert "    Sink: sink (topic: out)\n      <-- keep\n" in text
     assert "Internal topics" not in text
+
+
+def _word_count():
+    b = StreamsBuilder()
+    (b.stream("lines", named="lines").flat_map_values(lambda v: v.split(), named="split")
+        .group_by(lambda k, w: w).count("counts")
+        .to_stream().to("word-counts", value_serde="long", named="write"))
+    return b.build()
+
+
+def test_describe_with_the_application_id_names_the_real_internal_topics():
+    text = _word_count().describe("wc")
+    assert "    Sink: KSTREAM-SINK-0000000002 (topic: wc-counts-repartition)\n" in text
+    assert "    Source: KSTREAM-SOURCE-0000000003 (topics: [wc-counts-repartition])\n" in text
+    assert text.endswith("Internal topics:\n    repartition: wc-counts-repartition\n"
+                         "    changelog: wc-counts-changelog (store: counts)\n")
+    assert "<application.id>" not in text
+
+
+def test_mermaid_of_a_word_count():
+    from streamtable.topology.diagram import mermaid
+
+    assert mermaid(_word_count(), "wc") == """\
+---
+title: wc
+---
+flowchart LR
+  t0[/"lines"/]
+  t1[/"word-counts"/]
+  subgraph st0["Sub-topology 0"]
+    n0["lines"]
+    n1["split"]
+    n2["KSTREAM-KEY-SELECT-0000000000"]
+    n3["KSTREAM-FILTER-0000000001"]
+    n4["KSTREAM-SINK-0000000002"]
+  end
+  subgraph st1["Sub-topology 1"]
+    n5["KSTREAM-SOURCE-0000000003"]
+    n6["KSTREAM-AGGREGATE-0000000004"]
+    n7["KTABLE-TOSTREAM-0000000005"]
+    n8["write"]
+    s0[("counts")]
+  end
+  t0 --> n0
+  n0 --> n1
+  n1 --> n2
+  n2 --> n3
+  n3 --> n4
+  n4 -->|"wc-counts-repartition"| n5
+  n5 --> n6
+  n6 --> n7
+  n7 --> n8
+  n8 --> t1
+  n6 -.- s0"""
+
+
+def test_a_foreign_key_join_is_one_box_per_subtopology_and_its_own_stores_are_hidden():
+    from streamtable.topology.diagram import dot, mermaid
+
+    b = StreamsBuilder()
+    ref = b.table("ref", materialized="ref-store")
+    b.table("positions", materialized="positions-store").left_join(
+        ref, lambda p, r: p, foreign_key_extractor=lambda p: p["ticker"],
+        materialized="enriched")
+    topology = b.build()
+    assert len(topology.nodes) == 15 and len(topology.stores) == 5
+    text = mermaid(topology, "app")
+    boxes = [line.strip() for line in text.splitlines() if "foreign-key join" in line]
+    # the join's 11 generated nodes: one box in each of the three sub-topologies it spans
+    assert len(boxes) == 3
+    assert all(line.endswith('[["foreign-key join enriched"]]') for line in boxes)
+    assert "SUBSCRIPTION" not in text and "MIRROR" not in text
+    assert '-->|"app-enriched-subscription-registration"|' in text
+    assert '-->|"app-enriched-subscription-response"|' in text
+    assert '-->|"app-enriched-subscription-mirror"|' in text
+    stores = sorted(line.strip().split('[("')[1][:-3] for line in text.splitlines()
+                    if '[("' in line)
+    assert stores == ["enriched", "positions-store", "ref-store"]
+    graph = dot(topology, "app")
+    assert graph.count("shape=box3d") == 3 and graph.count("shape=cylinder") == 3
+    assert graph.count("subgraph cluster_") == 3

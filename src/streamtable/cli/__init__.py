@@ -252,8 +252,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    print(app_topology(load_app(args.app)).describe(), end="")
-    return 0
+    from streamtable.cli.describe import cmd_describe as describe
+
+    return describe(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,6 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("describe", help="print an application's topology")
     p.add_argument("app", help="path to the application file")
+    p.add_argument("--format", choices=("text", "mermaid", "dot"), default="text",
+                   help="text (Kafka Streams' description, topics, serdes, stores), or a "
+                        "Mermaid or Graphviz diagram")
+    p.add_argument("--application-id", help="application.id (default: the file name)")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="any setting")
     p.set_defaults(func=cmd_describe)
 
     def app_options(p: argparse.ArgumentParser) -> None:

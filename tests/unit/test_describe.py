@@ -113,3 +113,21 @@ def test_a_foreign_key_join_is_one_box_per_subtopology_and_its_own_stores_are_hi
     graph = dot(topology, "app")
     assert graph.count("shape=box3d") == 3 and graph.count("shape=cylinder") == 3
     assert graph.count("subgraph cluster_") == 3
+
+
+def test_the_describe_command_shows_application_serdes_and_stores(capsys):
+    from pathlib import Path
+
+    from streamtable.cli import main
+
+    app = str(Path(__file__).resolve().parents[2] / "examples" / "word_count" / "app.py")
+    assert main(["describe", app]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Application: wordcount\nTopologies:\n")
+    assert "    repartition: wordcount-counts-store-repartition\n" in out
+    assert out.endswith(
+        "Input topics:\n    streams-plaintext-input (key: string, value: string)\n"
+        "Output topics:\n    streams-wordcount-output (key: string, value: long)\n"
+        f"Queryable stores:\n    counts-store (streamtable query {app} counts-store [KEY])\n")
+    assert main(["describe", app, "--format", "mermaid"]) == 0
+    assert capsys.readouterr().out.startswith("---\ntitle: wordcount\n---\nflowchart LR\n")

@@ -131,3 +131,22 @@ def test_the_describe_command_shows_application_serdes_and_stores(capsys):
         f"Queryable stores:\n    counts-store (streamtable query {app} counts-store [KEY])\n")
     assert main(["describe", app, "--format", "mermaid"]) == 0
     assert capsys.readouterr().out.startswith("---\ntitle: wordcount\n---\nflowchart LR\n")
+
+
+def test_the_readme_diagram_is_what_describe_draws():
+    """The ```mermaid block of the README's share-holders example is the command's output."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "README.md").read_text()
+    start = text.index("\n### Share-holders\n")
+    pasted = text[start:].split("```mermaid\n", 1)[1].split("```", 1)[0]
+    drawn = subprocess.run(
+        [sys.executable, "-m", "streamtable.cli", "describe", "examples/share_holders/app.py",
+         "--format", "mermaid"], cwd=root, capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(root / "src")))
+    assert drawn.returncode == 0, drawn.stderr
+    assert pasted == drawn.stdout

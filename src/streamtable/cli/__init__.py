@@ -20,6 +20,7 @@ import argparse
 import importlib.util
 import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -39,6 +40,11 @@ if TYPE_CHECKING:
     from streamtable.serving.view import StoreView
 
 log = logging.getLogger("streamtable")
+
+#: environment variables giving the default of ``--bootstrap-servers`` (over an application's
+#: own setting) and of ``streamtable broker --port``
+BOOTSTRAP_ENV = "STREAMTABLE_BOOTSTRAP_SERVERS"
+BROKER_PORT_ENV = "STREAMTABLE_BROKER_PORT"
 
 
 def load_app(path: str) -> ModuleType:
@@ -274,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def app_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("app", help="path to the application file")
-        p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
+        p.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV) or None,
+                       help=f"Kafka bootstrap servers (default: ${BOOTSTRAP_ENV}, else the "
+                            "application's bootstrap.servers)")
         p.add_argument("--application-id", help="application.id (default: the file name)")
         p.add_argument("--state-dir", help="state directory (default: .streamtable)")
         p.add_argument("--config", action="append", metavar="KEY=VALUE",
@@ -314,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("broker", help="run the embedded development broker")
-    p.add_argument("--port", type=int, default=9092)
+    p.add_argument("--port", type=int, default=int(os.environ.get(BROKER_PORT_ENV) or 9092),
+                   help=f"port (default: ${BROKER_PORT_ENV}, else 9092)")
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_broker)
     from streamtable.cli import records, topics

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 import uuid
@@ -357,9 +358,11 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("topic", help="topic name")
         p.add_argument("app", nargs="?",
                        help="application file: encode as it reads/writes the topic")
-        p.add_argument("--bootstrap-servers",
-                       help=f"Kafka bootstrap servers (default: the application's, else "
-                            f"{DEFAULT_BOOTSTRAP})")
+        from streamtable.cli import BOOTSTRAP_ENV
+
+        p.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV) or None,
+                       help=f"Kafka bootstrap servers (default: ${BOOTSTRAP_ENV}, else the "
+                            f"application's, else {DEFAULT_BOOTSTRAP})")
         p.add_argument("--key-serde", help="json, string, int, long, double, bytes (default: "
                                            "the application's for the topic, else json)")
         p.add_argument("--value-serde", help="as --key-serde")

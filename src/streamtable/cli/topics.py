@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -127,8 +128,12 @@ def add_parsers(sub: Any) -> None:
     group = p.add_subparsers(dest="topics_command", required=True)
 
     def bootstrap(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--bootstrap-servers", default=DEFAULT_BOOTSTRAP,
-                       help=f"Kafka bootstrap servers (default: {DEFAULT_BOOTSTRAP})")
+        from streamtable.cli import BOOTSTRAP_ENV
+
+        q.add_argument("--bootstrap-servers",
+                       default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP,
+                       help=f"Kafka bootstrap servers (default: ${BOOTSTRAP_ENV}, else "
+                            f"{DEFAULT_BOOTSTRAP})")
 
     q = group.add_parser("create", help="create topics (existing ones are left as they are)")
     q.add_argument("names", nargs="+", metavar="NAME", help="topic name")

@@ -202,7 +202,8 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     module = load_app(args.app)
-    names = _queryable(app_topology(module))
+    topology = app_topology(module)
+    names = _queryable(topology)
     if args.store not in names:
         raise SystemExit(f"streamtable: no queryable store {args.store!r}; "
                          f"queryable stores: {names}")
@@ -213,6 +214,12 @@ def cmd_query(args: argparse.Namespace) -> int:
             key = json.loads(args.key)
         except ValueError:
             pass
+        if topology.stores[args.store].kind == "window":
+            # a windowed store's keys are Windowed(key, start, end): every window of the key
+            for k, v in view.all():
+                if k.key == key:
+                    print(json.dumps([k, v], default=_jsonable))
+            return 0
         print(json.dumps(view.get(key), default=_jsonable))
     else:
         for k, v in view.all():

@@ -202,8 +202,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     module = load_app(args.app)
-    topology = app_topology(module)
-    names = _queryable(topology)
+    names = _queryable(app_topology(module))
     if args.store not in names:
         raise SystemExit(f"streamtable: no queryable store {args.store!r}; "
                          f"queryable stores: {names}")
@@ -214,13 +213,17 @@ def cmd_query(args: argparse.Namespace) -> int:
             key = json.loads(args.key)
         except ValueError:
             pass
-        if topology.stores[args.store].kind == "window":
+        value = view.get(key)
+        if value is None:
+            from streamtable.processors.window import Windowed
+
             # a windowed store's keys are Windowed(key, start, end): every window of the key
-            for k, v in view.all():
-                if k.key == key:
+            windows = [(k, v) for k, v in view.all() if isinstance(k, Windowed) and k.key == key]
+            if windows:
+                for k, v in windows:
                     print(json.dumps([k, v], default=_jsonable))
-            return 0
-        print(json.dumps(view.get(key), default=_jsonable))
+                return 0
+        print(json.dumps(value, default=_jsonable))
     else:
         for k, v in view.all():
             print(json.dumps([k, v], default=_jsonable))

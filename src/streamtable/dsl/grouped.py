@@ -154,8 +154,6 @@ class _WindowedKStream(Generic[W]):
                   make: Callable[[str], Any], named: str | None, grace: int) -> KTable:
         table = self._grouped._aggregate(materialized, prefix, lambda s, _: make(s), named)
         table._grace = grace
-        if table._store is not None:  # keyed by Windowed: queries look keys up by window
-            table._builder._stores[table._store].kind = "window"
         return table.suppress(Suppressed.until_window_closes()) if self._emit.final else table
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import io
 import json
 import struct
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from tests.spark.kafka_util import read_all
 
-from streamtable.cli import main
+from streamtable.cli import load_app, main
 from streamtable.kafka.admin import list_topic_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,3 +173,38 @@ def test_bad_input_names_the_file_and_line(
                         "--bootstrap-servers", bootstrap)
     assert code == 1
     assert err.startswith(f"streamtable: {sample}, line 2: invalid literal for int()")
+
+
+def test_follow_stops_at_max_or_after_the_idle_timeout(
+        bootstrap: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    topic = _name("cli-follow")
+    main(["topics", "create", topic, "--partitions", "2", "--bootstrap-servers", bootstrap])
+    _cli(capsys, "produce", topic, "--key-serde", "string", "--value-serde", "string",
+         "--bootstrap-servers", bootstrap, stdin="a\t1\nb\t2\nc\t3\n", monkeypatch=monkeypatch)
+    serdes = ("--key-serde", "string", "--value-serde", "string", "--bootstrap-servers",
+              bootstrap)
+    code, out, err = _cli(capsys, "consume", topic, "--from-beginning", "--follow", "--max", "2",
+                          *serdes)
+    assert code == 0 and len(out.splitlines()) == 2, err
+    started = time.monotonic()
+    code, out, _ = _cli(capsys, "consume", topic, "--from-beginning", "--follow", "--timeout",
+                        "1", *serdes)
+    assert code == 0 and sorted(out.splitlines()) == ["a\t1", "b\t2", "c\t3"]
+    assert time.monotonic() - started < 30
+
+
+def test_run_create_topics_creates_the_missing_input_topics(bootstrap: str,
+                                                            tmp_path: Path) -> None:
+    """What `streamtable run --create-topics` does before it starts the query (no Spark here)."""
+    from streamtable.cli import _input_topics
+    from streamtable.kafka.admin import partition_counts
+    from streamtable.runtime.spark import StreamsApp
+
+    src, out_topic = _name("cli-create-lines"), _name("cli-create-counts")
+    main(["topics", "create", out_topic, "--bootstrap-servers", bootstrap])
+    app = StreamsApp(load_app(str(_word_count_app(tmp_path, src, out_topic))).build_topology(),
+                     bootstrap_servers=bootstrap, state_dir=tmp_path / "state")
+    _input_topics(app, True, 3)
+    assert partition_counts(bootstrap, [src]) == {src: 3}
+    _input_topics(app, False, 1)  # now present: no error

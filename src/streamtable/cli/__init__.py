@@ -1,9 +1,11 @@
-"""Command line: ``streamtable run | describe | reset | query | serve | broker``.
+"""Command line: ``streamtable run | describe | reset | query | serve | broker``, and
+``topics | produce | consume`` (in ``topics.py`` and ``records.py``).
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
 ``config`` dict of settings (Kafka Streams keys: ``application.id``, ``bootstrap.servers``...).
 
     streamtable broker --port 9092                  # a development broker on localhost
+    streamtable topics create lines                 # then: produce, consume (records.py)
     streamtable run app.py --bootstrap-servers localhost:9092
     streamtable query app.py us-share-holders client1
     streamtable serve app.py --http-port 8080       # HTTP queries, without running the app

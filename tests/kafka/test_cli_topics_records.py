@@ -148,6 +148,15 @@ def test_a_missing_topic_is_one_line_with_the_command_that_creates_it(
     code, _, err = _cli(capsys, "consume", topic, "--bootstrap-servers", bootstrap)
     assert code == 1 and "streamtable topics create" in err
     assert topic not in list_topic_names(bootstrap)  # asking did not create it (Tansu would)
+    from streamtable.cli.topics import require_topics
+    from streamtable.kafka.admin import TopicNotFoundError
+
+    other = _name("cli-missing-too")
+    with pytest.raises(TopicNotFoundError) as missing:
+        require_topics(bootstrap, [topic, other])
+    assert str(missing.value) == (
+        f"topic '{topic}' does not exist on {bootstrap} (nor '{other}'); create them with: "
+        f"streamtable topics create {topic} {other} --bootstrap-servers {bootstrap}")
 
 
 def test_run_with_a_missing_input_topic_names_it_before_starting_spark(
@@ -158,7 +167,7 @@ def test_run_with_a_missing_input_topic_names_it_before_starting_spark(
                           "--state-dir", str(tmp_path / "state"))
     assert code == 1
     assert err.splitlines() == [
-        f"streamtable: input topic '{src}' does not exist on {bootstrap}; create it with: "
+        f"streamtable: topic '{src}' does not exist on {bootstrap}; create it with: "
         f"streamtable topics create {src} --bootstrap-servers {bootstrap} "
         "(or run with --create-topics)"]
 

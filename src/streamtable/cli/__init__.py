@@ -140,7 +140,7 @@ def _input_topics(app: Any, create: bool, partitions: int) -> None:
         existing = list_topic_names(bootstrap)
         ensure_topics(bootstrap, {t: partitions for t in sources if t not in existing})
         return
-    require_topics(bootstrap, sources, "input topic", " (or run with --create-topics)")
+    require_topics(bootstrap, sources, " (or run with --create-topics)")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

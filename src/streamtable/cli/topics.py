@@ -27,23 +27,22 @@ def create_command(topics: Iterable[str], bootstrap_servers: str) -> str:
     return f"streamtable topics create {' '.join(topics)} --bootstrap-servers {bootstrap_servers}"
 
 
-def require_topics(bootstrap_servers: str, topics: Iterable[str], what: str = "topic",
+def require_topics(bootstrap_servers: str, topics: Iterable[str],
                    hint: str = "") -> dict[str, int]:
     """The partition count of each topic; raises ``TopicNotFoundError`` naming the missing ones
-    and the command that creates them. Looked up with a full metadata request, so a broker that
-    creates topics when asked about them (Tansu) does not create them here."""
+    and the command that creates them (then ``hint``). Looked up with a full metadata request,
+    so a broker that creates topics when asked about them (Tansu) does not create them here."""
     from streamtable.kafka.admin import TopicNotFoundError, list_topic_names, partition_counts
 
     wanted = list(dict.fromkeys(topics))
     existing = list_topic_names(bootstrap_servers)
     missing = [t for t in wanted if t not in existing]
     if missing:
-        names = ", ".join(repr(t) for t in missing)
-        error = TopicNotFoundError(missing[0], bootstrap_servers)
-        error.args = (f"{what} {names} {'does' if len(missing) == 1 else 'do'} not exist on "
-                      f"{bootstrap_servers}; create {'it' if len(missing) == 1 else 'them'} "
-                      f"with: {create_command(missing, bootstrap_servers)}{hint}",)
-        raise error
+        others = f" (nor {', '.join(repr(t) for t in missing[1:])})" if missing[1:] else ""
+        create = create_command(missing, bootstrap_servers)
+        raise TopicNotFoundError(
+            missing[0], bootstrap_servers,
+            f"{others}; create {'them' if others else 'it'} with: {create}{hint}")
     return partition_counts(bootstrap_servers, wanted)
 
 

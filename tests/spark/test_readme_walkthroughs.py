@@ -138,11 +138,7 @@ def test_the_quick_start(walkthrough: Walkthrough) -> None:
     assert lines[0].startswith("streamtable broker &")
     walkthrough.run(lines)
     sample = (ROOT / "examples" / "word_count" / "sample.txt").read_text().splitlines()
-    sys.path.insert(0, str(ROOT / "examples" / "word_count"))
-    try:
-        from app import split_words  # type: ignore[import-not-found]
-    finally:
-        sys.path.remove(str(ROOT / "examples" / "word_count"))
+    split_words = load_app(str(ROOT / "examples" / "word_count" / "app.py")).split_words
     expected = Counter(w for line in sample for w in split_words(line))
     consumed = last_per_key(walkthrough.output("streamtable consume streams-wordcount-output"))
     assert {k: int(v) for k, v in consumed.items()} == expected

@@ -5,7 +5,8 @@ aggregated per store into the inventory on hand (sku -> quantity), kept in the q
 ``inventory-store``; every change of a store's inventory goes to ``inventory``.
 
     streamtable broker &
-    streamtable run examples/inventory/app.py --development-broker --http-port 8080
+    streamtable run examples/inventory/app.py --development-broker --create-topics --http-port 8080
+    streamtable produce items examples/inventory/app.py --file examples/inventory/sample.jsonl
     curl localhost:8080/stores/inventory-store/keys/store-1
 """
 

@@ -1,7 +1,11 @@
 """Word count, the Kafka Streams way: lines in, a table of counts per word out.
 
     streamtable broker &                                    # a development broker on :9092
-    streamtable run examples/word_count/app.py --development-broker
+    streamtable topics create streams-plaintext-input
+    streamtable produce streams-plaintext-input examples/word_count/app.py \
+        --file examples/word_count/sample.txt
+    streamtable run examples/word_count/app.py --development-broker --until-caught-up
+    streamtable consume streams-wordcount-output examples/word_count/app.py --from-beginning
     streamtable query examples/word_count/app.py counts-store kafka
 """
 

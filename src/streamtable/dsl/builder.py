@@ -155,13 +155,14 @@ class StreamsBuilder:
         self.add_topic(topic, internal=internal, kind="repartition" if internal else "external")
         name = self.new_name("KSTREAM-SINK", named)
         ks, vs = _maybe_serde(key_serde), _maybe_serde(value_serde)
-        self.add_node(
+        node = self.add_node(
             name,
             lambda: SinkProcessor(topic, ks, vs, partitioner),
             [parent],
             kind=NodeKind.SINK,
             topics=[topic],
         )
+        node.key_serde, node.value_serde = ks, vs
         return name
 
     def repartition(

@@ -275,4 +275,8 @@ class KTable:
         result_name = result.name
         b.add_node(out, lambda: fk.ResponseJoin(mirror, result_name, joiner, left_join),
                    [response_source], stores=[mirror, result_name])
+        # one operation to the reader: diagrams draw these nodes as one box per sub-topology
+        for node in (send, sub_sink, mirror_sink, sub_source, receive, change, response_sink,
+                     mirror_source, mirror_node, response_source, out):
+            b._nodes[node].options["operation"] = f"foreign-key join {base}"
         return KTable(b, out, result_name)

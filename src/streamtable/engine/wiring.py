@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from streamtable.config import StreamsConfig
 from streamtable.errors import TopologyError
 from streamtable.processors.api import NodeWiring
-from streamtable.serde import INTERNAL
+from streamtable.serde import INTERNAL, Serde
 from streamtable.topology.graph import NodeKind, Topology
 
 
@@ -91,6 +91,32 @@ def wire(topology: Topology, config: StreamsConfig) -> Wiring:
         internal_topics=frozenset(real[t] for t, spec in topology.topics.items()
                                   if spec.internal),
     )
+
+
+def external_topic_serdes(topology: Topology,
+                          config: StreamsConfig) -> dict[str, tuple[Serde, Serde]]:
+    """The ``(key serde, value serde)`` of each external topic the application reads or writes:
+    the source's or sink's own serdes, else the application's defaults. A topic that is both
+    read and written is given the serdes of the node reading it.
+
+    >>> from streamtable import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> b.stream("lines").group_by(lambda k, v: v).count().to_stream().to(
+    ...     "counts", value_serde="long")
+    >>> serdes = external_topic_serdes(b.build(), StreamsConfig({"default.key.serde": "string"}))
+    >>> serdes["lines"], serdes["counts"]
+    ((StringSerde(), JsonSerde()), (StringSerde(), LongSerde()))
+    """
+    found: dict[str, tuple[Serde, Serde]] = {}
+    nodes = sorted(topology.nodes.values(), key=lambda n: n.kind is not NodeKind.SOURCE)
+    for node in nodes:
+        if node.kind is NodeKind.PROCESSOR:
+            continue
+        for t in node.topics:
+            if not topology.topics[t].internal and t not in found:
+                found[t] = (node.key_serde or config.default_key_serde,
+                            node.value_serde or config.default_value_serde)
+    return found
 
 
 def _internal_writers(topology: Topology) -> dict[str, int]:

@@ -233,18 +233,26 @@ class Topology:
         return f"{application_id}-{topic}" if self.topics[topic].internal else topic
 
     # -- description -----------------------------------------------------------------------
-    def describe(self) -> str:
+    def describe(self, application_id: str | None = None) -> str:
         """Kafka Streams style text: sub-topologies, their nodes and stores, then the internal
-        topics (repartition and changelog) the application needs."""
+        topics (repartition and changelog) the application needs, under their real names when
+        ``application_id`` is given (else with a ``<application.id>-`` placeholder)."""
+
+        def real(topic: str) -> str:
+            if application_id is None:
+                return topic
+            return self.internal_topic_name(application_id, topic)
+
         lines = ["Topologies:"]
         for st in self.subtopologies:
             lines.append(f"   Sub-topology: {st.id}")
             for name in st.nodes:
                 node = self.nodes[name]
                 if node.kind is NodeKind.SOURCE:
-                    lines.append(f"    Source: {name} (topics: [{', '.join(node.topics)}])")
+                    topics = ", ".join(real(t) for t in node.topics)
+                    lines.append(f"    Source: {name} (topics: [{topics}])")
                 elif node.kind is NodeKind.SINK:
-                    lines.append(f"    Sink: {name} (topic: {node.topics[0]})")
+                    lines.append(f"    Sink: {name} (topic: {real(node.topics[0])})")
                 else:
                     lines.append(f"    Processor: {name} (stores: [{', '.join(node.stores)}])")
                 if node.kind is not NodeKind.SINK:
@@ -267,11 +275,14 @@ class Topology:
         internal = [t for t in self.topics.values() if t.internal]
         changelogs = [s for s in self.stores.values() if s.logging]
         if internal or changelogs:
-            lines.append("Internal topics (prefixed with <application.id>-):")
+            prefix = "<application.id>-" if application_id is None else f"{application_id}-"
+            lines.append("Internal topics:" if application_id else
+                         "Internal topics (prefixed with <application.id>-):")
+            shown = prefix if application_id else ""
             for t in internal:
-                lines.append(f"    {t.kind}: {t.name}")
+                lines.append(f"    {t.kind}: {shown}{t.name}")
             for s in changelogs:
-                lines.append(f"    changelog: {s.name}-changelog (store: {s.name})")
+                lines.append(f"    changelog: {shown}{s.name}-changelog (store: {s.name})")
         return "\n".join(lines).rstrip() + "\n"
 
     def __str__(self) -> str:

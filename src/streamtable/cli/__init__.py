@@ -1,9 +1,11 @@
-"""Command line: ``streamtable run | describe | reset | query | serve | broker``.
+"""Command line: ``streamtable run | describe | reset | query | serve | broker``, and
+``topics | produce | consume`` (in ``topics.py`` and ``records.py``).
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
 ``config`` dict of settings (Kafka Streams keys: ``application.id``, ``bootstrap.servers``...).
 
     streamtable broker --port 9092                  # a development broker on localhost
+    streamtable topics create lines                 # then: produce, consume (records.py)
     streamtable run app.py --bootstrap-servers localhost:9092
     streamtable query app.py us-share-holders client1
     streamtable serve app.py --http-port 8080       # HTTP queries, without running the app
@@ -20,6 +22,7 @@ import argparse
 import importlib.util
 import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -38,6 +41,11 @@ if TYPE_CHECKING:
     from streamtable.serving.view import StoreView
 
 log = logging.getLogger("streamtable")
+
+#: environment variables giving the default of ``--bootstrap-servers`` (over an application's
+#: own setting) and of ``streamtable broker --port``
+BOOTSTRAP_ENV = "STREAMTABLE_BOOTSTRAP_SERVERS"
+BROKER_PORT_ENV = "STREAMTABLE_BROKER_PORT"
 
 
 def load_app(path: str) -> ModuleType:
@@ -119,8 +127,24 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
+def _input_topics(app: Any, create: bool, partitions: int) -> None:
+    """Create the application's missing input topics, or stop (before Spark starts) with one
+    line naming them and the command that creates them."""
+    from streamtable.cli.topics import require_topics
+    from streamtable.kafka.admin import ensure_topics, list_topic_names
+
+    bootstrap = app.config["bootstrap.servers"]
+    sources = app.topology.source_topics
+    if create:
+        existing = list_topic_names(bootstrap)
+        ensure_topics(bootstrap, {t: partitions for t in sources if t not in existing})
+        return
+    require_topics(bootstrap, sources, " (or run with --create-topics)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     app = _streams_app(args)
+    _input_topics(app, args.create_topics, args.partitions)
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
     if args.until_caught_up:
@@ -192,7 +216,17 @@ def cmd_query(args: argparse.Namespace) -> int:
             key = json.loads(args.key)
         except ValueError:
             pass
-        print(json.dumps(view.get(key), default=_jsonable))
+        value = view.get(key)
+        if value is None:
+            from streamtable.processors.window import Windowed
+
+            # a windowed store's keys are Windowed(key, start, end): every window of the key
+            windows = [(k, v) for k, v in view.all() if isinstance(k, Windowed) and k.key == key]
+            if windows:
+                for k, v in windows:
+                    print(json.dumps([k, v], default=_jsonable))
+                return 0
+        print(json.dumps(value, default=_jsonable))
     else:
         for k, v in view.all():
             print(json.dumps([k, v], default=_jsonable))
@@ -228,9 +262,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    return repr(obj)
+    from streamtable.cli.records import jsonable
+
+    return jsonable(obj)
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -241,8 +275,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    print(app_topology(load_app(args.app)).describe(), end="")
-    return 0
+    from streamtable.cli.describe import cmd_describe as describe
+
+    return describe(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,11 +288,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("describe", help="print an application's topology")
     p.add_argument("app", help="path to the application file")
+    p.add_argument("--format", choices=("text", "mermaid", "dot"), default="text",
+                   help="text (Kafka Streams' description, topics, serdes, stores), or a "
+                        "Mermaid or Graphviz diagram")
+    p.add_argument("--application-id", help="application.id (default: the file name)")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="any setting")
     p.set_defaults(func=cmd_describe)
 
     def app_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("app", help="path to the application file")
-        p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
+        p.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV) or None,
+                       help=f"Kafka bootstrap servers (default: ${BOOTSTRAP_ENV}, else the "
+                            "application's bootstrap.servers)")
         p.add_argument("--application-id", help="application.id (default: the file name)")
         p.add_argument("--state-dir", help="state directory (default: .streamtable)")
         p.add_argument("--config", action="append", metavar="KEY=VALUE",
@@ -277,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="the input broker is the embedded development broker")
     p.add_argument("--http-port", type=int, help="serve interactive queries over HTTP here")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
+    p.add_argument("--create-topics", action="store_true",
+                   help="create the application's input topics that do not exist")
+    p.add_argument("--partitions", type=int, default=1,
+                   help="partitions of the input topics --create-topics creates (default: 1)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("reset", help="forget an application's progress and state")
     app_options(p)
@@ -293,9 +339,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("broker", help="run the embedded development broker")
-    p.add_argument("--port", type=int, default=9092)
+    p.add_argument("--port", type=int, default=int(os.environ.get(BROKER_PORT_ENV) or 9092),
+                   help=f"port (default: ${BROKER_PORT_ENV}, else 9092)")
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_broker)
+    from streamtable.cli import records, topics
+
+    topics.add_parsers(sub)
+    records.add_parsers(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

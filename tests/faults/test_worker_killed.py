@@ -6,16 +6,14 @@ from __future__ import annotations
 import os
 import random
 import signal
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from tests.spark.kafka_util import new_topics, produce
-from tests.spark.test_kafka_end_to_end import expected_counts, output_counts
-from tests.spark.test_kill_and_restart import WORDS, run_cli, write_app
-
-from streamtable.serving import SqliteServingStore
+from tests.spark.test_kafka_end_to_end import expected_counts
+from tests.spark.test_kill_and_restart import WORDS
+from tests.spark.word_count_cli import CliRun, assert_exact_output, served_counts, write_app
 
 pytestmark = pytest.mark.spark
 
@@ -58,52 +56,32 @@ def busy_python_workers() -> list[int]:
 def test_python_worker_killed_mid_batch_is_retried_without_double_state(bootstrap, tmp_path):
     rng = random.Random(11)
     src, out = new_topics(bootstrap, 2, "wk-lines", "wk-counts")
-    app = write_app(tmp_path, src, out)
     state = tmp_path / "state"
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))) for _ in range(6000)]
-    produce(bootstrap, src, [(None, line.encode()) for line in lines])
+    # batches big enough that a task runs for a while (a kill between tasks proves nothing)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
+             for _ in range(300_000)]
+    for i in range(0, len(lines), 50_000):
+        produce(bootstrap, src, [(None, line.encode()) for line in lines[i:i + 50_000]])
+    expected = dict(expected_counts(lines))
     # local[2,4]: a failed task is tried up to four times, as on a cluster
-    proc = run_cli(app, bootstrap, state, "--master", "local[2,4]",
-                   "--config", "max.records.per.batch=1500")
-    log: list[str] = []
-    reader = threading.Thread(
-        target=lambda: log.extend(line.decode() for line in proc.stderr),  # type: ignore
-        daemon=True)
-    reader.start()
+    run = CliRun(write_app(tmp_path, src, out), bootstrap, state, "--master", "local[2,4]",
+                 "--config", "max.records.per.batch=60000")
     killed = 0
     try:
-        deadline = time.monotonic() + 180
-        while sum(" records in " in line for line in list(log)) < 1:
-            assert proc.poll() is None and time.monotonic() < deadline, "".join(log)[-3000:]
-            time.sleep(0.1)
+        run.wait_for(lambda: run.batches_done() >= 1, 300, "the first batch")
         # kill workers working on later batches' tasks until one dies in a task (a kill can
         # land just after a task ended)
-        while (killed < 8 and time.monotonic() < deadline
-               and not any(CRASH in line for line in list(log))):
+        while killed < 8 and CRASH not in run.text and served_counts(state) != expected:
             workers = busy_python_workers()
             if workers:
-                victim = rng.choice(workers)
                 try:
-                    os.kill(victim, signal.SIGKILL)
+                    os.kill(rng.choice(workers), signal.SIGKILL)
                     killed += 1
                 except ProcessLookupError:
                     pass
                 time.sleep(1.5)
-            else:
-                time.sleep(0.05)
-        expected = dict(expected_counts(lines))
-        view = SqliteServingStore(state / "killed" / "serving.db").view("counts-store")
-        while view.to_dict() != expected:
-            assert proc.poll() is None, "".join(log)[-3000:]
-            assert time.monotonic() < deadline + 120, "no progress: " + "".join(log)[-3000:]
-            time.sleep(0.5)
+        run.wait_for(lambda: served_counts(state) == expected, 300, "the whole input")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-        reader.join(10)
-    text = "".join(log)
-    assert CRASH in text, f"no kill landed in a task ({killed} kills): {text[-2000:]}"
-    per_word = output_counts(bootstrap, out)
-    assert {w: seq[-1] for w, seq in per_word.items()} == expected
-    for word, seq in per_word.items():
-        assert seq == sorted(set(seq)), f"{word}: a count was produced twice or went back"
+        run.stop()
+    assert CRASH in run.text, f"no kill landed in a task ({killed} kills): {run.text[-2000:]}"
+    assert_exact_output(bootstrap, out, expected)

@@ -3,12 +3,8 @@ reference result: no record lost, no duplicate in the table's output."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,35 +12,11 @@ from typing import Any
 import pytest
 from tests.spark.kafka_util import new_topics, produce
 from tests.spark.test_kafka_end_to_end import expected_counts, output_counts
-
-from streamtable.serving import SqliteServingStore
+from tests.spark.word_count_cli import APP_ID, CliRun, run_cli, served_counts, write_app
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
 WORDS = "kafka streams spark table stream join window state store topic partition".split()
-
-
-def write_app(path: Path, src: str, out: str) -> Path:
-    app = path / "killed_app.py"
-    app.write_text(
-        "import sys\n"
-        f"sys.path.insert(0, {str(ROOT / 'examples' / 'word_count')!r})\n"
-        "from app import build_topology as _build, config as _config\n"
-        "config = dict(_config)\n"
-        f"def build_topology():\n    return _build({src!r}, {out!r})\n"
-    )
-    return app
-
-
-def run_cli(app: Path, bootstrap: str, state: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), STREAMTABLE_SPARK_LOG_LEVEL="ERROR")
-    cmd = [sys.executable, "-m", "streamtable.cli", "run", str(app),
-           "--bootstrap-servers", bootstrap, "--state-dir", str(state),
-           "--application-id", "killed", "--development-broker",
-           "--config", "max.records.per.batch=150", "--config", "commit.interval.ms=0",
-           *extra]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def _last_batch(log_dir: Path) -> int:
@@ -61,7 +33,7 @@ def kill_rounds(bootstrap: str, tmp_path: Path, rounds: int, seed: int = 7) -> d
     src, out = new_topics(bootstrap, 2, "kill-lines", "kill-counts")
     app = write_app(tmp_path, src, out)
     state = tmp_path / "state"
-    checkpoint = state / "killed" / "checkpoint" / "query"
+    checkpoint = state / APP_ID / "checkpoint" / "query"
     lines: list[str] = []
     batches_before_kill = []
     replayed = 0
@@ -70,27 +42,13 @@ def kill_rounds(bootstrap: str, tmp_path: Path, rounds: int, seed: int = 7) -> d
                  for _ in range(1500)]
         lines.extend(chunk)
         produce(bootstrap, src, [(None, line.encode()) for line in chunk])
-        proc = run_cli(app, bootstrap, state)
-        log: list[str] = []
-        reader = threading.Thread(
-            target=lambda p=proc, out=log: out.extend(
-                line.decode() for line in p.stderr  # type: ignore[union-attr]
-            ),
-            daemon=True,
-        )
-        reader.start()
+        run = CliRun(app, bootstrap, state)
         # kill after a random number of finished batches, at a random moment of the next one
         target = rng.randint(1, 3)
-        deadline = time.monotonic() + 300
-        while sum(" records in " in line for line in list(log)) < target:
-            assert proc.poll() is None, "".join(log)[-3000:]
-            assert time.monotonic() < deadline, "no progress: " + "".join(log)[-3000:]
-            time.sleep(0.1)
+        run.wait_for(lambda t=target, r=run: r.batches_done() >= t, 300, "the first batches")
         time.sleep(rng.uniform(0, 2.5))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-        reader.join(10)
-        batches_before_kill.append(sum(" records in " in line for line in log))
+        run.stop(signal.SIGKILL)
+        batches_before_kill.append(run.batches_done())
         if _last_batch(checkpoint / "offsets") > _last_batch(checkpoint / "commits"):
             replayed += 1
         if rounds > 2:
@@ -102,7 +60,7 @@ def kill_rounds(bootstrap: str, tmp_path: Path, rounds: int, seed: int = 7) -> d
     # the kills landed while batches were being processed, not only before the first one
     assert sum(batches_before_kill) > 0, batches_before_kill
     expected = dict(expected_counts(lines))
-    store = SqliteServingStore(state / "killed" / "serving.db").view("counts-store").to_dict()
+    store = served_counts(state)
     per_word = output_counts(bootstrap, out)
     final_output = {w: seq[-1] for w, seq in per_word.items()}
     # a word counted wrong in the store, or last written wrong, or written twice / going back

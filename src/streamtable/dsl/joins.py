@@ -19,9 +19,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StreamJoined:
-    """Names the stores of a stream-stream join (Kafka Streams' ``StreamJoined``): with
-    ``with_store_name("orders")`` they are ``orders-this-join-store``,
-    ``orders-other-join-store`` (and ``orders-outer-shared-join-store`` for left/outer joins).
+    """Names the stores of a stream-stream join as Kafka Streams' ``StreamJoined`` does: with
+    ``with_store_name("orders")`` an inner join's are ``orders-this-join-store`` and
+    ``orders-other-join-store``; a left join's ``orders-this-join-store``,
+    ``orders-outer-other-join-store`` and ``orders-left-shared-join-store``; an outer join's
+    ``orders-outer-this-join-store``, ``orders-outer-other-join-store`` and
+    ``orders-outer-shared-join-store``.
 
     >>> StreamJoined.with_store_name("orders").store_name
     'orders'
@@ -91,7 +94,8 @@ def join_streams(this: KStream, other: KStream, joiner: Callable[[Any, Any], Any
         b, f"{base}{other_suffix}-store" if base else f"{join_other}-store")
     outer_store = None
     if left_outer:
-        shared = (f"{base}-outer-shared-join-store" if base else
+        shared_suffix = "-outer-shared-join" if right_outer else "-left-shared-join"
+        shared = (f"{base}{shared_suffix}-store" if base else
                   join_this.replace("JOINTHIS", "OUTERSHARED").replace("OUTERTHIS",
                                                                        "OUTERSHARED") + "-store")
         outer_store = _internal_store(b, shared)

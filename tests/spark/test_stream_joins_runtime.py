@@ -21,14 +21,15 @@ pytestmark = pytest.mark.spark
 # partitions per topic: the stream-stream join runs as one task, so the driver's single task
 # is the same computation record for record; the global table's topic has three partitions, all
 # seen by both tasks of the orders stream; clicks are re-keyed to meet views in their partition
-PARTITIONS = {"left": 1, "right": 1, "orders": 2, "products": 3, "clicks": 2, "views": 2}
+PARTITIONS = {"left": 1, "right": 1, "orders": 2, "products": 3, "clicks": 2, "views": 2,
+              "users": 2}
 
 
-OUTPUTS = ("joined", "enriched", "matched")
+OUTPUTS = ("joined", "enriched", "matched", "profiled")
 
 
 def topology(names=None, grace=20):
-    n = names or {t: t for t in (*PARTITIONS, "joined", "enriched", "matched")}
+    n = names or {t: t for t in (*PARTITIONS, *OUTPUTS)}
 
     def tostring(a, b):  # defined here: Spark's workers receive it by value
         return f"{'null' if a is None else a}+{'null' if b is None else b}"
@@ -42,9 +43,11 @@ def topology(names=None, grace=20):
     orders.left_join(products, lambda k, o: o["product"],
                      lambda o, p: [o["n"], None if p is None else p["name"]]).to(n["enriched"])
     if "clicks" in n:
-        (b.stream(n["clicks"]).select_key(lambda k, c: c["user"])
-         .join(b.stream(n["views"]), lambda c, v: [c["n"], v],
-               JoinWindows.of_time_difference_with_no_grace(1_000_000)).to(n["matched"]))
+        by_user = b.stream(n["clicks"]).select_key(lambda k, c: c["user"])
+        by_user.join(b.stream(n["views"]), lambda c, v: [c["n"], v],
+                     JoinWindows.of_time_difference_with_no_grace(1_000_000)).to(n["matched"])
+        by_user.left_join(b.table(n["users"], materialized="users"),
+                          lambda c, u: [c["n"], u]).to(n["profiled"])
     return b.build()
 
 
@@ -56,8 +59,10 @@ def events(seed=3, n=150):
         # some out-of-order records (within and beyond the grace period)
         t = ts - rng.randrange(0, 80) if rng.random() < 0.15 else ts
         topic = rng.choice(["left", "right", "left", "right", "orders", "products", "clicks",
-                            "views"])
-        if topic == "clicks":
+                            "views", "users"])
+        if topic == "users":
+            key, value = f"u{rng.randrange(3)}", f"name{i}"
+        elif topic == "clicks":
             key, value = i, {"n": i, "user": f"u{rng.randrange(3)}"}
         elif topic == "views":
             key, value = f"u{rng.randrange(3)}", f"v{i}"
@@ -138,6 +143,8 @@ def test_stream_joins_on_spark_equal_the_driver_batch_by_batch(spark, tmp_path):
         assert sorted(map(repr, g["enriched"])) == sorted(map(repr, e["enriched"])), b
         # re-keyed clicks met the views of their user in the views' partition: every pair
         assert sorted(map(repr, g["matched"])) == sorted(map(repr, e["matched"])), b
+        # and the users table's rows of their user (a stream-table join)
+        assert sorted(map(repr, g["profiled"])) == sorted(map(repr, e["profiled"])), b
     joined = [v for batch in expected for _, v, _ in batch["joined"]]
     assert any(v.startswith("null+") for v in joined) and any(v.endswith("+null")
                                                               for v in joined)
@@ -146,6 +153,8 @@ def test_stream_joins_on_spark_equal_the_driver_batch_by_batch(spark, tmp_path):
     assert any(v[1] is None for v in enriched) and any(v[1] is not None for v in enriched)
     assert app.store("products").to_dict() == driver.get_key_value_store("products").to_dict()
     assert sum(len(batch["matched"]) for batch in expected) > 50
+    profiled = [v for batch in expected for _, v, _ in batch["profiled"]]
+    assert any(v[1] is None for v in profiled) and sum(v[1] is not None for v in profiled) > 5
 
 
 def test_stream_joins_through_the_broker_across_restarts(spark, bootstrap, tmp_path):

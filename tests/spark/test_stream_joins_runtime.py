@@ -20,12 +20,16 @@ pytestmark = pytest.mark.spark
 
 # partitions per topic: the stream-stream join runs as one task, so the driver's single task
 # is the same computation record for record; the global table's topic has three partitions, all
-# seen by both tasks of the orders stream
-PARTITIONS = {"left": 1, "right": 1, "orders": 2, "products": 3}
+# seen by both tasks of the orders stream; clicks are re-keyed to meet views in their partition
+PARTITIONS = {"left": 1, "right": 1, "orders": 2, "products": 3, "clicks": 2, "views": 2,
+              "users": 2}
+
+
+OUTPUTS = ("joined", "enriched", "matched", "profiled")
 
 
 def topology(names=None, grace=20):
-    n = names or {t: t for t in ("left", "right", "orders", "products", "joined", "enriched")}
+    n = names or {t: t for t in (*PARTITIONS, *OUTPUTS)}
 
     def tostring(a, b):  # defined here: Spark's workers receive it by value
         return f"{'null' if a is None else a}+{'null' if b is None else b}"
@@ -38,6 +42,12 @@ def topology(names=None, grace=20):
     orders = b.stream(n["orders"])
     orders.left_join(products, lambda k, o: o["product"],
                      lambda o, p: [o["n"], None if p is None else p["name"]]).to(n["enriched"])
+    if "clicks" in n:
+        by_user = b.stream(n["clicks"]).select_key(lambda k, c: c["user"])
+        by_user.join(b.stream(n["views"]), lambda c, v: [c["n"], v],
+                     JoinWindows.of_time_difference_with_no_grace(1_000_000)).to(n["matched"])
+        by_user.left_join(b.table(n["users"], materialized="users"),
+                          lambda c, u: [c["n"], u]).to(n["profiled"])
     return b.build()
 
 
@@ -48,8 +58,15 @@ def events(seed=3, n=150):
         ts += rng.randrange(0, 25)
         # some out-of-order records (within and beyond the grace period)
         t = ts - rng.randrange(0, 80) if rng.random() < 0.15 else ts
-        topic = rng.choice(["left", "right", "left", "right", "orders", "products"])
-        if topic == "products":
+        topic = rng.choice(["left", "right", "left", "right", "orders", "products", "clicks",
+                            "views", "users"])
+        if topic == "users":
+            key, value = f"u{rng.randrange(3)}", f"name{i}"
+        elif topic == "clicks":
+            key, value = i, {"n": i, "user": f"u{rng.randrange(3)}"}
+        elif topic == "views":
+            key, value = f"u{rng.randrange(3)}", f"v{i}"
+        elif topic == "products":
             key, value = f"p{rng.randrange(5)}", (None if rng.random() < 0.15
                                                   else {"name": f"name{i}"})
         elif topic == "orders":
@@ -76,7 +93,7 @@ def driver_batches(evs, cuts, cache):
                                 batch_mode=True)
     inputs = {t: driver.create_input_topic(t, partitions=n) for t, n in PARTITIONS.items()}
     per_batch = []
-    outs = {t: driver.create_output_topic(t) for t in ("joined", "enriched")}
+    outs = {t: driver.create_output_topic(t) for t in OUTPUTS}
     for lo, hi in zip(cuts, cuts[1:], strict=False):
         for topic, key, value, ts in evs[lo:hi]:
             p = default_partition(json.dumps(key).encode(), PARTITIONS[topic])
@@ -95,7 +112,7 @@ def spark_batches(output):
             by_topic[r["topic"]].append((JSON.deserialize(r["topic"], r["key"]),
                                          JSON.deserialize(r["topic"], r["value"]),
                                          r["timestamp"]))
-        got.append({t: by_topic.get(t, []) for t in ("joined", "enriched")})
+        got.append({t: by_topic.get(t, []) for t in OUTPUTS})
     return got
 
 
@@ -124,6 +141,10 @@ def test_stream_joins_on_spark_equal_the_driver_batch_by_batch(spark, tmp_path):
         assert g["joined"] == e["joined"], b  # one task: the very same records in order
         # two tasks of orders: the same records, each task's in order
         assert sorted(map(repr, g["enriched"])) == sorted(map(repr, e["enriched"])), b
+        # re-keyed clicks met the views of their user in the views' partition: every pair
+        assert sorted(map(repr, g["matched"])) == sorted(map(repr, e["matched"])), b
+        # and the users table's rows of their user (a stream-table join)
+        assert sorted(map(repr, g["profiled"])) == sorted(map(repr, e["profiled"])), b
     joined = [v for batch in expected for _, v, _ in batch["joined"]]
     assert any(v.startswith("null+") for v in joined) and any(v.endswith("+null")
                                                               for v in joined)
@@ -131,6 +152,9 @@ def test_stream_joins_on_spark_equal_the_driver_batch_by_batch(spark, tmp_path):
     enriched = [v for batch in expected for _, v, _ in batch["enriched"]]
     assert any(v[1] is None for v in enriched) and any(v[1] is not None for v in enriched)
     assert app.store("products").to_dict() == driver.get_key_value_store("products").to_dict()
+    assert sum(len(batch["matched"]) for batch in expected) > 50
+    profiled = [v for batch in expected for _, v, _ in batch["profiled"]]
+    assert any(v[1] is None for v in profiled) and sum(v[1] is not None for v in profiled) > 5
 
 
 def test_stream_joins_through_the_broker_across_restarts(spark, bootstrap, tmp_path):

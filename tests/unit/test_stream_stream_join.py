@@ -255,6 +255,18 @@ def test_null_keys_and_values_are_dropped_and_counted():
     assert driver.create_output_topic("out").read_records() == []
 
 
+@pytest.mark.parametrize(("mode", "stores"), [
+    ("inner", ["j-other-join-store", "j-this-join-store"]),
+    ("left", ["j-left-shared-join-store", "j-outer-other-join-store", "j-this-join-store"]),
+    ("outer", ["j-outer-other-join-store", "j-outer-shared-join-store",
+               "j-outer-this-join-store"]),
+])
+def test_stream_joined_names_the_stores_as_kafka_streams(mode, stores):
+    topology = build(mode, JoinWindows.of_time_difference_with_no_grace(5), "j")
+    assert sorted(topology.stores) == stores
+    assert not any(s.queryable for s in topology.stores.values())
+
+
 def test_join_windows_need_windows():
     b = StreamsBuilder()
     with pytest.raises(TypeError, match="JoinWindows"):

@@ -19,9 +19,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StreamJoined:
-    """Names the stores of a stream-stream join (Kafka Streams' ``StreamJoined``): with
-    ``with_store_name("orders")`` they are ``orders-this-join-store``,
-    ``orders-other-join-store`` (and ``orders-outer-shared-join-store`` for left/outer joins).
+    """Names the stores of a stream-stream join as Kafka Streams' ``StreamJoined`` does: with
+    ``with_store_name("orders")`` an inner join's are ``orders-this-join-store`` and
+    ``orders-other-join-store``; a left join's ``orders-this-join-store``,
+    ``orders-outer-other-join-store`` and ``orders-left-shared-join-store``; an outer join's
+    ``orders-outer-this-join-store``, ``orders-outer-other-join-store`` and
+    ``orders-outer-shared-join-store``.
 
     >>> StreamJoined.with_store_name("orders").store_name
     'orders'
@@ -42,23 +45,33 @@ def _internal_store(b: StreamsBuilder, name: str) -> str:
     return name
 
 
-def _copartitioned(stream: KStream, other: KStream, side: str) -> str:
-    """The node of ``stream`` to join from: repartitioned by its key when an operator changed
-    it. When only this side is repartitioned, its records go to the partition Kafka's default
-    partitioner gives their key in the other side's topic, where that side's records of the
-    same key are."""
+def repartitioned_like(stream: KStream, base: str, like: str) -> str:
+    """Repartition ``stream`` by its (changed) key before a join with the stream or table of
+    node ``like``; returns the repartition source. When that side reads an external topic, the
+    records go to the partition Kafka's default partitioner gives their key there, where its
+    records of the same key are (that topic must then be written with that partitioner, which
+    its source checks); otherwise both sides are routed by the same hash."""
     b = stream._builder
-    if not stream._repartition_required:
-        return stream._node
-    source = b.repartition(stream._node, b.new_name(f"KSTREAM-JOIN{side}-REPARTITION"))
-    if not other._repartition_required:
+    source = b.repartition(stream._node, b.new_name(base))
+    like_source = b.source_of(like)
+    if not any(b._topics[t].internal for t in like_source.topics):
         topic = b._nodes[source].topics[0]
-        other_source = b.source_of(other._node)
         for node in b._nodes.values():
             if node.kind is NodeKind.SINK and node.topics == [topic]:
-                node.options["partition_like"] = other_source.name
-        other_source.options["check_partitioner"] = True
+                node.options["partition_like"] = like_source.name
+        like_source.options["check_partitioner"] = True
     return source
+
+
+def _copartitioned(stream: KStream, other: KStream, side: str) -> str:
+    """The node of ``stream`` to join from: repartitioned by its key when an operator changed
+    it (placed like the other side's records when only this side is repartitioned)."""
+    if not stream._repartition_required:
+        return stream._node
+    if other._repartition_required:
+        b = stream._builder
+        return b.repartition(stream._node, b.new_name(f"KSTREAM-JOIN{side}-REPARTITION"))
+    return repartitioned_like(stream, f"KSTREAM-JOIN{side}-REPARTITION", other._node)
 
 
 def join_streams(this: KStream, other: KStream, joiner: Callable[[Any, Any], Any],
@@ -91,7 +104,8 @@ def join_streams(this: KStream, other: KStream, joiner: Callable[[Any, Any], Any
         b, f"{base}{other_suffix}-store" if base else f"{join_other}-store")
     outer_store = None
     if left_outer:
-        shared = (f"{base}-outer-shared-join-store" if base else
+        shared_suffix = "-outer-shared-join" if right_outer else "-left-shared-join"
+        shared = (f"{base}{shared_suffix}-store" if base else
                   join_this.replace("JOINTHIS", "OUTERSHARED").replace("OUTERTHIS",
                                                                        "OUTERSHARED") + "-store")
         outer_store = _internal_store(b, shared)

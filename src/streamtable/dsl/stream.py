@@ -265,7 +265,9 @@ def _join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any
     b = stream._builder
     node = stream._node
     if stream._repartition_required:
-        node = b.repartition(node, b.new_name("KSTREAM-JOIN-REPARTITION"))
+        from streamtable.dsl.joins import repartitioned_like
+
+        node = repartitioned_like(stream, "KSTREAM-JOIN-REPARTITION", table._node)
     name = b.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN", named)
     store = table._store
     b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store])

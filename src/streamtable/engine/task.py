@@ -63,7 +63,8 @@ class Task:
         self.config = config
         self.collector = collector
         self.wiring = wiring or wire(topology, config)
-        self.topic_partitions = topic_partitions or {}
+        # the host's own dict (not a copy): the test driver adds topics as they are created
+        self.topic_partitions = topic_partitions if topic_partitions is not None else {}
         self.cache_max_entries = cache_max_entries or config.cache_max_entries
         self.stream_time = -1
         self.current_raw: RawRecord | None = None

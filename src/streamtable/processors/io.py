@@ -49,8 +49,9 @@ class SourceProcessor(Processor):
         if expected != raw.partition:
             raise ProcessingError(
                 f"the key is in partition {raw.partition}, but Kafka's default partitioner "
-                f"(murmur2) puts it in partition {expected}; a foreign-key join finds rows of "
-                "this table by that partitioner, so produce to this topic with it (in "
+                f"(murmur2) puts it in partition {expected}; a foreign-key join (or a join with "
+                "a re-keyed stream) finds this topic's records by that partitioner, so produce "
+                "to this topic with it (in "
                 "confluent-kafka: 'partitioner': 'murmur2_random', the Java client's default)",
                 topic=raw.topic, partition=raw.partition, offset=raw.offset, processor=self.name,
             )

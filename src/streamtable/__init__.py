@@ -26,6 +26,7 @@ from streamtable.dsl import (
     Materialized,
     StreamsBuilder,
 )
+from streamtable.dsl.stores import StoreBuilder, Stores
 from streamtable.errors import (
     DeserializationError,
     ProcessingError,
@@ -33,7 +34,7 @@ from streamtable.errors import (
     StreamsError,
     TopologyError,
 )
-from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.api import Change, Processor, PunctuationType, Record
 from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
 from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
 from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
@@ -52,8 +53,11 @@ __all__ = [
     "Materialized",
     "ProcessingError",
     "Processor",
+    "PunctuationType",
     "Record",
     "RecordError",
+    "StoreBuilder",
+    "Stores",
     "StreamsBuilder",
     "StreamsConfig",
     "StreamsError",

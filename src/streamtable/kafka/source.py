@@ -37,6 +37,10 @@ Options:
 * ``kafka.<name>``: any librdkafka consumer setting (e.g. ``kafka.security.protocol``).
 * ``development.broker.profile`` (``true``/``false``): see :mod:`streamtable.kafka.broker`.
 
+* ``clock.tick.ms``: if set, the offsets also carry a clock (``"@clock"``, not a topic) that
+  moves every this many ms, so that Spark plans a micro-batch that often even when no record
+  arrives (for wall-clock punctuation); not with ``Trigger.AvailableNow``.
+
 Offsets are ``{"topic": {"partition": next_offset_to_read}}``. Partitions that appear while the
 query runs are read from their beginning.
 """
@@ -109,6 +113,9 @@ KAFKA_SCHEMA = StructType(
 _READER_GROUP_ID = "streamtable-kafka-reader"
 
 Offsets = dict[str, dict[str, int]]
+
+
+CLOCK = "@clock"  # not a valid topic name: the offsets' clock entry (clock.tick.ms)
 
 
 class KafkaSourceError(RuntimeError):
@@ -232,6 +239,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             int(first) if first else max(1000, (self.max_records_per_batch or 0) // 16)
         )
         self._planned_batches = 0
+        tick = opts.get("clock.tick.ms")
+        self.clock_tick_ms = int(tick) if tick else None
         self.group_id = opts.get("group.id") or opts.get("kafka.group.id")
         self.arrow_batch_size = int(opts.get("arrow.batch.size", "10000"))
         self.read_timeout_s = int(opts.get("read.timeout.ms", "120000")) / 1000.0
@@ -399,6 +408,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     merged[topic][part] = int(start.get(topic, {}).get(part, 0)) + take
         if any(available.values()):
             self._planned_batches = min(self._planned_batches + 1, 16)
+        if self.clock_tick_ms and self._target is None:
+            tick = self.clock_tick_ms
+            before = int(start.get(CLOCK, {}).get("0", 0))
+            merged[CLOCK] = {"0": max(before, int(time.time() * 1000) // tick * tick)}
         return _canonical(merged)
 
     def reportLatestOffset(self) -> dict | None:
@@ -410,6 +423,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         result: list[InputPartition] = []
         for topic in sorted(end):
+            if topic == CLOCK:
+                continue
             for part in sorted(end[topic], key=int):
                 begin = int(start.get(topic, {}).get(part, 0))
                 stop = int(end[topic][part])
@@ -436,7 +451,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._committer = Consumer(conf)
             tps = [
                 TopicPartition(topic, int(part), int(off))
-                for topic, parts in canonical.items()
+                for topic, parts in canonical.items() if topic != CLOCK
                 for part, off in parts.items()
             ]
             if tps:

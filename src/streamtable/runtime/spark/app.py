@@ -4,6 +4,13 @@ Each micro-batch runs every sub-topology as a stage: the stage's records are rou
 task (the source partition, or the hash of the key for repartitioned records), each task runs the
 shared processors over its records and commits its state (see ``state.py``), and the records for
 Kafka and the changes of queryable stores are written once per batch id.
+
+Wall-clock punctuation (the Processor API): a stage holding a user's processor runs every one of
+its tasks in every micro-batch (a heartbeat row per task joins its input), and the query makes a
+micro-batch at least every ``commit.interval.ms`` even when no record arrives (the source then
+reports a new position of a clock it keeps beside the topics' offsets; Spark runs a batch only
+for a new position). Each batch's wall-clock time is recorded under the batch id before its
+stages run, so a replayed batch punctuates at the same time as its first attempt.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import functools
 import logging
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +41,13 @@ from streamtable.runtime.spark.stage import (
     KIND_INTERNAL,
     KIND_STORE,
     OUTPUT_DDL,
+    RECORD_DDL,
     RECORD_FIELDS,
     StageRunner,
 )
 from streamtable.runtime.spark.state import FileTaskStatePersistence
 from streamtable.serving import configured_serving_store
-from streamtable.storage import join
+from streamtable.storage import join, storage_at
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
@@ -106,6 +114,7 @@ class StreamsApp:
         serving: ServingStore | None = None,
         task_state: TaskStatePersistence | None = None,
         development_broker: bool = False,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         settings = dict(config or {})
         if application_id:
@@ -133,6 +142,8 @@ class StreamsApp:
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
         self.batches = 0
+        # wall-clock time in ms for punctuations (a test may pass its own clock)
+        self.clock = clock or (lambda: int(time.time() * 1000))
         # set when batches come from the Kafka source, which gives one Spark partition per
         # Kafka partition: a stage reading one topic then needs no shuffle to reach its tasks
         self._source_by_partition = False
@@ -224,6 +235,8 @@ class StreamsApp:
         started = time.monotonic()
         external_readers = sum(1 for s in plan.stages if s.external_inputs)
         distributed = self._distributed_output()
+        punctuating = any(s.punctuates for s in plan.stages)
+        wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
         source = df.select(*RECORD_COLUMNS)
         cached = []
         if external_readers > 1:
@@ -245,6 +258,8 @@ class StreamsApp:
                         F.col("route"), F.expr(f"pmod(hash(key), {stage.partitions})")))
                     .select(*RECORD_COLUMNS, "_route")
                 )
+            if stage.punctuates:
+                parts.append(_heartbeats(df.sparkSession, stage.partitions))
             stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
             streamed = (self._source_by_partition and len(parts) == 1 and not stage.upstream
                         and len(stage.external_inputs) == 1)
@@ -261,7 +276,7 @@ class StreamsApp:
             runner = StageRunner(
                 self._blob, stage.subtopology, batch_id, self.task_state,
                 self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
-                streamed=streamed, output=distributed,
+                streamed=streamed, output=distributed, wall_clock_ms=wall_clock,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             # A stage read both by a later stage and by the driver is kept, so that it runs once
@@ -289,6 +304,20 @@ class StreamsApp:
                  computed - started, self.last_batch_seconds - (computed - started),
                  table.num_rows)
         self.batches += 1
+
+    def _batch_wall_clock(self, batch_id: int) -> int:
+        """The wall-clock time of batch ``batch_id``: read if an earlier attempt recorded it,
+        else taken from the clock and recorded before any stage runs (Spark replays only the
+        last batch, so older records are dropped)."""
+        storage = storage_at(join(self.shared_location, "clock"))
+        name = f"{batch_id:012d}"
+        if storage.exists(name):
+            return int(storage.read(name))
+        now = int(self.clock())
+        storage.write(name, str(now).encode())
+        if batch_id >= 2:
+            storage.delete(f"{batch_id - 2:012d}")
+        return now
 
     def _distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves (see
@@ -346,6 +375,10 @@ class StreamsApp:
         first = self.config.get("first.batch.records")
         if first is not None:
             reader = reader.option("first.batch.records", str(first))
+        interval = int(self.config["commit.interval.ms"])
+        if any(s.punctuates for s in plan.stages):
+            # batches without records too, for wall-clock punctuation (see the module's doc)
+            reader = reader.option("clock.tick.ms", str(interval or 1000))
         if self.development_broker:
             from streamtable.kafka.broker import development_source_options
 
@@ -358,7 +391,6 @@ class StreamsApp:
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
-            interval = int(self.config["commit.interval.ms"])
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
         _ensure_progress_listener(spark)
@@ -433,6 +465,12 @@ class StreamsApp:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _heartbeats(spark: Any, tasks: int) -> Any:
+    """One row without a topic per task (``_route``), so that each task of a stage runs."""
+    return spark.createDataFrame([(None,) * len(RECORD_COLUMNS) + (t,) for t in range(tasks)],
+                                 f"{RECORD_DDL}, _route int")
 
 
 _LISTENERS: dict[int, Any] = {}

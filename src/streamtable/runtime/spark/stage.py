@@ -7,6 +7,13 @@ driver runs over the records in the engine's partition-group order, commits the 
 its records for external topics through a distributed output writer (as writer
 ``<sub-topology>-<task>``, exactly once per batch) and returns the records for later stages and
 the changes of its queryable stores (and, with a driver-side writer, the external records too).
+
+A stage holding a user's processor (the Processor API) may punctuate on wall-clock time, which
+must happen for each of its tasks in every micro-batch, records or not. Its input then carries
+one heartbeat row per task (a row without a topic, see ``StreamsApp``), so every task runs;
+the heartbeat is not a record. After its records (stream-time punctuation follows each, as in
+the test driver) the task fires the wall-clock punctuations due at ``wall_clock_ms``, the
+batch's time as the driver recorded it with the batch id: a replay punctuates the same way.
 """
 
 from __future__ import annotations
@@ -148,7 +155,8 @@ class StageRunner:
     def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int,
                  persistence: TaskStatePersistence, config: dict[str, Any],
                  queryable_stores: list[str], topic_partitions: dict[str, int],
-                 streamed: bool = False, output: OutputWriter | None = None) -> None:
+                 streamed: bool = False, output: OutputWriter | None = None,
+                 wall_clock_ms: int = 0) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
@@ -160,6 +168,7 @@ class StageRunner:
         self.streamed = streamed
         # a distributed OutputWriter: the task writes its records for external topics itself
         self.output = output
+        self.wall_clock_ms = wall_clock_ms
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.streamed:
@@ -179,7 +188,10 @@ class StageRunner:
         routes = table.column("_route")
         if pa.compute.min(routes).as_py() != task_id or pa.compute.max(routes).as_py() != task_id:
             raise RuntimeError(f"stage {self.subtopology}: a Spark partition holds several tasks")
-        return table.drop_columns(["_route"]).cast(_input_schema())
+        table = table.drop_columns(["_route"])
+        if table.column("topic").null_count:  # heartbeats make the task run; not records
+            table = table.filter(pa.compute.is_valid(table.column("topic")))
+        return table.cast(_input_schema())
 
     def _call_streamed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """The records of one Kafka partition, already in offset order: processed as they
@@ -232,11 +244,14 @@ class StageRunner:
         collector = _Collector(wiring.internal_topics, task_id, self.output is not None)
         task = Task(topology, sub, task_id, config, state, collector, self.topic_partitions,
                     # with caching, the last change per key per micro-batch: never evict early
-                    cache_max_entries=sys.maxsize, wiring=wiring)
+                    cache_max_entries=sys.maxsize, wiring=wiring,
+                    wall_clock_ms=self.wall_clock_ms)
         task.stream_time = state.stream_time
         for raw in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
             task.process(raw)
+        task.punctuate_wall_clock()
         task.commit()
+        task.close()  # a task lives for one batch here: its processors' init ran at its start
         state.stream_time = task.stream_time
         changes = self.persistence.commit(state, self.batch_id)
         self.persistence.checkin(state)

@@ -87,7 +87,7 @@ def build_topology(window_ms: int = 10 * MINUTE, advance_ms: int = MINUTE, grace
 
 def main() -> None:
     """Start the development broker and the application, close Facebook for two users, and
-    print what arrives on ``notifications`` and ``notification-counts`` for a minute."""
+    print what arrives on ``notifications`` and ``notification-counts`` for 90 seconds."""
     import json
     import logging
     import tempfile
@@ -116,7 +116,7 @@ def main() -> None:
         consumer.subscribe(["notifications", "notification-counts"])
         app.start()
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 90  # Spark starts, then 20-second windows close
             while time.monotonic() < deadline:
                 msg = consumer.poll(0.5)
                 if msg is None or msg.error():

@@ -27,6 +27,7 @@ from streamtable.dsl import (
     StreamsBuilder,
 )
 from streamtable.dsl.stores import StoreBuilder, Stores
+from streamtable.dsl.topology_builder import TopologyBuilder
 from streamtable.errors import (
     DeserializationError,
     ProcessingError,
@@ -70,6 +71,7 @@ __all__ = [
     "TimeWindows",
     "Windowed",
     "Topology",
+    "TopologyBuilder",
     "TopologyError",
     "TopologyTestDriver",
 ]

@@ -241,3 +241,60 @@ def test_process_needs_a_supplier_and_known_stores():
         b.stream("in").process(RunningTotal())
     with pytest.raises(TopologyError, match="no store named 'nope'"):
         b.stream("in2").process(RunningTotal, "nope")
+
+
+def test_the_low_level_topology_api_routes_to_named_children_with_a_shared_store():
+    from streamtable import TopologyBuilder
+
+    class Route(Processor):
+        def init(self, context):
+            self.context = context
+            self.counts = context.get_state_store("counts")
+            context.schedule(100, PunctuationType.STREAM_TIME, self.report)
+
+        def process(self, record):
+            self.counts.put(record.key, (self.counts.get(record.key) or 0) + 1)
+            self.context.forward(record, child="big" if record.value >= 10 else "small")
+
+        def report(self, now):
+            self.context.forward(Record("counts", dict(self.counts.all()), now), child="stats")
+
+    t = (TopologyBuilder()
+         .add_source("numbers", "in")
+         .add_processor("route", Route, "numbers")
+         .add_state_store(Stores.key_value_store_builder(
+             Stores.in_memory_key_value_store("counts")), "route")
+         .add_sink("big", "big-numbers", "route")
+         .add_sink("small", "small-numbers", "route")
+         .add_sink("stats", "stats", "route"))
+    assert "Processor: route (stores: [counts])" in t.describe()
+    driver = TopologyTestDriver(t.build())
+    topic = driver.create_input_topic("in")
+    for ts, (k, v) in enumerate([("a", 1), ("b", 20), ("a", 30)]):
+        topic.pipe_input(k, v, timestamp=ts * 60)
+    assert driver.create_output_topic("big-numbers").read_key_values() == [("b", 20), ("a", 30)]
+    assert driver.create_output_topic("small-numbers").read_key_values() == [("a", 1)]
+    # stream time 0 fires (first record), then 120 (past 100): after the 1st and 3rd records
+    assert driver.create_output_topic("stats").read_values() == [{"a": 1}, {"a": 2, "b": 1}]
+
+
+def test_the_low_level_api_rejects_unknown_parents_stores_and_children():
+    from streamtable import TopologyBuilder, TopologyError
+
+    t = TopologyBuilder().add_source("s", "in")
+    with pytest.raises(TopologyError, match="parent 'nope'"):
+        t.add_processor("p", RunningTotal, "nope")
+    t.add_processor("p", lambda: RunningTotal(), "s")
+    with pytest.raises(TopologyError, match="no store named 'x'"):
+        t.connect_processor_and_state_stores("p", "x")
+    t.add_state_store(Stores.key_value_store_builder(Stores.in_memory_key_value_store("totals")),
+                      "p")
+
+    class Misroute(Processor):
+        def process(self, record):
+            self.context.forward(record, child="nowhere")
+
+    t.add_processor("m", Misroute, "s").add_sink("out", "out", "m")
+    driver = TopologyTestDriver(t.build())
+    with pytest.raises(ProcessingError, match="'nowhere' is not a child of processor 'm'"):
+        driver.create_input_topic("in").pipe_input("k", 1)

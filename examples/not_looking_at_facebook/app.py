@@ -97,6 +97,7 @@ def main() -> None:
 
     from streamtable.kafka.admin import ensure_topics
     from streamtable.kafka.broker import EmbeddedBroker
+    from streamtable.kafka.sink import close_producers
     from streamtable.runtime.spark import StreamsApp
 
     logging.basicConfig(level=logging.WARNING)
@@ -128,6 +129,7 @@ def main() -> None:
         finally:
             consumer.close()
             app.stop()
+            close_producers()  # the application's producers, while the broker is still up
 
 
 if __name__ == "__main__":

@@ -298,3 +298,19 @@ def test_the_low_level_api_rejects_unknown_parents_stores_and_children():
     driver = TopologyTestDriver(t.build())
     with pytest.raises(ProcessingError, match="'nowhere' is not a child of processor 'm'"):
         driver.create_input_topic("in").pipe_input("k", 1)
+
+
+def test_a_failure_downstream_of_a_punctuation_names_the_failing_operator():
+    class Tick(Processor):
+        def init(self, context):
+            context.schedule(1000, PunctuationType.WALL_CLOCK_TIME,
+                             lambda now: context.forward(Record("t", 0, now)))
+
+    b = StreamsBuilder()
+    (b.stream("in").process(Tick, named="ticker")
+     .map_values(lambda v: 1 / v, named="divide").to("out"))
+    driver = TopologyTestDriver(b.build(), initial_wall_clock_time_ms=0)
+    with pytest.raises(ProcessingError) as e:
+        driver.advance_wall_clock_time(1000)
+    assert "processor=divide" in str(e.value)
+    assert "ZeroDivisionError" in str(e.value) and "punctuator of ticker" in str(e.value)

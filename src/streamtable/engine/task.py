@@ -169,12 +169,6 @@ class Task:
     def punctuates_wall_clock(self) -> bool:
         return self.punctuations.has(PunctuationType.WALL_CLOCK_TIME)
 
-    def punctuate_stream_time(self) -> bool:
-        """Fire the stream-time punctuations due at the current stream time (hosts call this
-        after each record; :meth:`process` does it already)."""
-        self.current_raw = None
-        return self._punctuate(PunctuationType.STREAM_TIME, self.stream_time)
-
     def punctuate_wall_clock(self) -> bool:
         """Fire the wall-clock punctuations due at ``wall_clock_ms``; True if any fired."""
         self.current_raw = None
@@ -198,10 +192,13 @@ class Task:
     def punctuation_failed(self, schedule: Schedule, error: Exception) -> None:
         """A punctuator raised: the processing exception handler decides, as for a record
         (there is no input record to skip or dead-letter: ``continue`` logs and counts)."""
-        reason = (error.reason if isinstance(error, RecordError)
-                  else f"{type(error).__name__}: {error}")
-        located = ProcessingError(f"{reason} (in a {schedule.type.name} punctuator)",
-                                  processor=schedule.node)
+        if isinstance(error, RecordError):
+            reason, where = error.reason, error.processor
+        else:  # the innermost operator: the punctuator's, or one its forwards reached
+            reason, where = f"{type(error).__name__}: {error}", failing_processor(error)
+        located = ProcessingError(
+            f"{reason} (in a {schedule.type.name} punctuator of {schedule.node})",
+            processor=where or schedule.node)
         located.__cause__ = error
         if self._proc_handler == "fail":
             raise located

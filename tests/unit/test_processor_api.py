@@ -314,3 +314,36 @@ def test_a_failure_downstream_of_a_punctuation_names_the_failing_operator():
         driver.advance_wall_clock_time(1000)
     assert "processor=divide" in str(e.value)
     assert "ZeroDivisionError" in str(e.value) and "punctuator of ticker" in str(e.value)
+
+
+def test_the_context_tells_where_and_when():
+    seen = []
+
+    class Where(Processor):
+        def init(self, context):
+            self.context = context
+            context.schedule(500, PunctuationType.WALL_CLOCK_TIME, self.tick)
+
+        def process(self, record):
+            c = self.context
+            seen.append((c.application_id, c.task_id, c.record_metadata(),
+                         c.current_stream_time_ms(), c.current_system_time_ms()))
+            c.commit()  # a request: the driver commits after every record anyway
+
+        def tick(self, now):
+            seen.append(("tick", now, self.context.record_metadata(),
+                         self.context.current_stream_time_ms()))
+
+    b = StreamsBuilder()
+    b.stream("in").process(Where)
+    driver = TopologyTestDriver(b.build(), {"application.id": "where"},
+                                initial_wall_clock_time_ms=7)
+    topic = driver.create_input_topic("in")
+    topic.pipe_input("k", 1, timestamp=40)
+    topic.pipe_input("k", 2, timestamp=30)
+    driver.advance_wall_clock_time(600)
+    from streamtable.processors.api import RecordMetadata
+
+    assert seen == [("where", 0, RecordMetadata("in", 0, 0), 40, 7),
+                    ("where", 0, RecordMetadata("in", 0, 1), 40, 7),
+                    ("tick", 607, None, 40)]

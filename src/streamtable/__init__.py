@@ -28,6 +28,8 @@ from streamtable.dsl import (
 )
 from streamtable.dsl.global_table import GlobalKTable
 from streamtable.dsl.joins import StreamJoined
+from streamtable.dsl.stores import StoreBuilder, Stores
+from streamtable.dsl.topology_builder import TopologyBuilder
 from streamtable.errors import (
     DeserializationError,
     ProcessingError,
@@ -35,7 +37,7 @@ from streamtable.errors import (
     StreamsError,
     TopologyError,
 )
-from streamtable.processors.api import Change, Processor, Record
+from streamtable.processors.api import Change, Processor, PunctuationType, Record
 from streamtable.processors.sliding import SlidingWindows
 from streamtable.processors.stream_join import JoinWindows
 from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
@@ -58,9 +60,12 @@ __all__ = [
     "Materialized",
     "ProcessingError",
     "Processor",
+    "PunctuationType",
     "Record",
     "RecordError",
     "StreamJoined",
+    "StoreBuilder",
+    "Stores",
     "StreamsBuilder",
     "StreamsConfig",
     "StreamsError",
@@ -74,6 +79,7 @@ __all__ = [
     "TimeWindows",
     "Windowed",
     "Topology",
+    "TopologyBuilder",
     "TopologyError",
     "TopologyTestDriver",
 ]

@@ -1,5 +1,5 @@
-"""The "not looking at Facebook" app (stream-table join, hopping windows) on Spark equals the
-test driver, micro-batch by micro-batch over two partitions."""
+"""The "not looking at Facebook" app (wall-clock ticks joined to a table, hopping windows,
+suppression), session windows and suppression on Spark equal the test driver."""
 
 from __future__ import annotations
 
@@ -19,35 +19,55 @@ MIN = 60_000
 
 
 def test_not_looking_at_facebook_on_spark_equals_driver(spark, tmp_path):
+    """Wall-clock ticks joined to the open/closed table, windowed counts suppressed until their
+    windows close: batch by batch (several without records) what the driver's batch mode
+    gives, at the same wall-clock times."""
+    import json
+
+    from streamtable.serde import JSON
+
     app_module = load_app("examples/not_looking_at_facebook/app.py")
     topology = app_module.build_topology(grace_ms=MIN)
     rng = random.Random(5)
-    events = []
-    for _ in range(120):
-        user = f"user{rng.randrange(5)}"
-        if rng.random() < 0.2:
-            events.append(("open", user, rng.choice(["Open", "Closed"])))
-        else:
-            events.append(("tick", user, "tick"))
-    # JSON keys and values like every topic of the test driver's default serdes here
-    config = {"application.id": "fb"}
-    driver = TopologyTestDriver(topology, config)
-    inputs = {t: driver.create_input_topic(t) for t in ("open", "tick")}
-    for i, (topic, k, v) in enumerate(events):
-        inputs[topic].pipe_input(k, v, timestamp=1000 + i * 10_000)
-    app = StreamsApp(topology, "fb", state_dir=str(tmp_path), spark=spark,
-                     output=MemoryOutput(), config=config)
-    app.prepare({"open": 2, "tick": 2})
-    for batch, (lo, hi) in enumerate([(0, 50), (50, 120)]):
-        chunk = [(t, 1000 + (lo + j) * 10_000, k, v)
-                 for j, (t, k, v) in enumerate(events[lo:hi])]
-        frame = rows([(t, k, v) for t, _, k, v in chunk], 2, lo)
-        frame = [(r[0], r[1], r[2], ts, r[4], r[5], r[6])
-                 for r, (_, ts, _, _) in zip(frame, chunk, strict=True)]
-        app.process_batch(spark.createDataFrame(frame, SOURCE_SCHEMA), batch)
+    start = 1_700_000_000_000 // MIN * MIN
+    batches = []  # (open/close events, wall-clock time of the batch)
+    for b in range(16):
+        events = [(f"user{rng.randrange(5)}", rng.choice(["Open", "Closed"]))
+                  for _ in range(rng.choice([0, 0, 3, 8]))]
+        batches.append((events, start + b * MIN + rng.randrange(0, 50_000)))
+    config = {"application.id": "fb"}  # JSON keys and values, the driver's default serdes
+    driver = TopologyTestDriver(topology, config, initial_wall_clock_time_ms=batches[0][1],
+                                batch_mode=True)
+    open_ = driver.create_input_topic("open")
+    outputs = {t: driver.create_output_topic(t) for t in ("notifications",
+                                                           "notification-counts")}
+    expected = []
+    for events, now in batches:
+        for k, v in events:
+            open_.pipe_input(k, v, timestamp=now - 1000)
+        driver.advance_wall_clock_time(now - driver.wall_clock_ms)
+        driver.run_batch()
+        expected.append({t: o.read_key_values() for t, o in outputs.items()})
+    times = iter([now for _, now in batches])
+    output = MemoryOutput()
+    app = StreamsApp(topology, "fb", state_dir=str(tmp_path), spark=spark, output=output,
+                     config=config, clock=lambda: next(times))
+    app.prepare({"open": 1})
+    offset = 0
+    for b, (events, now) in enumerate(batches):
+        frame = [("open", 0, offset + i, now - 1000, json.dumps(k).encode(),
+                  JSON.serialize("open", v), None) for i, (k, v) in enumerate(events)]
+        offset += len(events)
+        app.process_batch(spark.createDataFrame(frame, SOURCE_SCHEMA), b)
+    got = [{t: [(JSON.deserialize(t, r["key"]), JSON.deserialize(t, r["value"]))
+                for r in output.batches.get(b, []) if r["topic"] == t] for t in outputs}
+           for b in range(len(batches))]
+    assert got == expected
+    assert sum(len(e["notification-counts"]) for e in expected) > 10
+    assert sum(1 for (events, _), e in zip(batches, expected, strict=True)
+               if not events and e["notifications"]) >= 3  # ticks of batches without records
     for store in ("open-store", "notification-counts-store"):
         assert app.store(store).to_dict() == driver.get_key_value_store(store).to_dict(), store
-    assert len(app.store("notification-counts-store").to_dict()) > 20
 
 
 def test_session_windows_on_spark_equal_the_driver(spark, tmp_path):

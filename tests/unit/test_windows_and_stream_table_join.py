@@ -1,9 +1,9 @@
-"""Hopping windows with grace, stream-table joins, and the "not looking at Facebook" app."""
+"""Hopping windows with grace and stream-table joins (the "not looking at Facebook" app:
+test_facebook_state.py)."""
 
 from __future__ import annotations
 
 from streamtable import Materialized, StreamsBuilder, TimeWindows, TopologyTestDriver, Windowed
-from streamtable.cli import load_app
 
 MIN = 60_000
 
@@ -65,28 +65,3 @@ def test_stream_table_inner_and_left_join():
     assert driver.create_output_topic("inner").read_values() == ["alice:c1"]
     assert driver.create_output_topic("left").read_values() == [
         "None:c0", "alice:c1", "None:c2"]
-
-
-def test_not_looking_at_facebook_notifies_closed_users_on_every_tick_and_counts():
-    app = load_app("examples/not_looking_at_facebook/app.py")
-    driver = TopologyTestDriver(app.build_topology(), app.config)
-    open_ = driver.create_input_topic("open")
-    tick = driver.create_input_topic("tick")
-    open_.pipe_input("mark", "Open", timestamp=0)
-    open_.pipe_input("sheryl", "Closed", timestamp=0)
-    for minute in range(3):
-        for user in ("mark", "sheryl"):
-            tick.pipe_input(user, "tick", timestamp=minute * MIN)
-    open_.pipe_input("mark", "Closed", timestamp=3 * MIN)
-    tick.pipe_input("mark", "tick", timestamp=3 * MIN)
-    notes = driver.create_output_topic("notifications").read_key_values()
-    assert notes == [("sheryl", app.MESSAGE)] * 3 + [("mark", app.MESSAGE)]
-    counts = driver.create_output_topic("notification-counts", value_serde="long")
-    updates = counts.read_key_values()
-    # each notification updates every hopping window it falls in (1 + 2 + 3 windows for
-    # sheryl's ticks at minutes 0, 1, 2, and 4 windows for mark's tick at minute 3)
-    assert [k for k, _ in updates] == ["sheryl"] * 6 + ["mark"] * 4
-    store = driver.get_key_value_store("notification-counts-store")
-    assert store.get(Windowed("sheryl", 0, 10 * MIN)) == 3
-    assert store.get(Windowed("sheryl", 2 * MIN, 12 * MIN)) == 1
-    assert store.get(Windowed("mark", 0, 10 * MIN)) == 1

@@ -15,6 +15,7 @@ from streamtable.topology.graph import Node, NodeKind, StoreSpec, TopicSpec, Top
 
 if TYPE_CHECKING:
     from streamtable.dsl.global_table import GlobalKTable
+    from streamtable.dsl.stores import StoreBuilder
     from streamtable.dsl.stream import KStream
     from streamtable.dsl.table import KTable
 
@@ -100,6 +101,24 @@ class StreamsBuilder:
             value_serde=_maybe_serde(mat.value_serde),
         )
         self._stores[name] = spec
+        return spec
+
+    def add_state_store(self, store: StoreBuilder) -> StoreSpec:
+        """Add a user's store (see :class:`~streamtable.dsl.stores.Stores`), for processors that
+        name it: ``stream.process(MyProcessor, store.name)``.
+
+        >>> from streamtable.dsl.stores import Stores
+        >>> b = StreamsBuilder()
+        >>> b.add_state_store(Stores.key_value_store_builder(
+        ...     Stores.in_memory_key_value_store("last-state"))).name
+        'last-state'
+        """
+        if store.name in self._stores:
+            raise TopologyError(f"a store named {store.name!r} already exists")
+        spec = StoreSpec(name=store.name, caching=False, logging=store.logging,
+                         queryable=store.queryable, key_serde=_maybe_serde(store.key_serde),
+                         value_serde=_maybe_serde(store.value_serde))
+        self._stores[store.name] = spec
         return spec
 
     def add_topic(self, name: str, *, internal: bool = False, kind: str = "external",

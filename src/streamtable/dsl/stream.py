@@ -123,6 +123,41 @@ class KStream:
         """
         return BranchedKStream(self, prefix)
 
+    def process(self, supplier: Callable[[], Any], *store_names: str,
+                named: str | None = None) -> KStream:
+        """Run a processor of your own on every record (Kafka Streams' ``KStream#process``):
+        ``supplier()`` makes one :class:`~streamtable.Processor` per task; its ``init(context)``
+        gets a :class:`~streamtable.processors.user.ProcessorApiContext` (stores, forwarding,
+        punctuation) and its ``process(record)`` sees each record. ``store_names`` connect
+        stores added with :meth:`StreamsBuilder.add_state_store` (or a DSL store's name). The
+        result is the stream of what the processor forwards; as in Kafka Streams its keys may
+        have changed, so a later grouping or join repartitions.
+
+        >>> from streamtable import Processor, StreamsBuilder
+        >>> from streamtable.dsl.stores import Stores
+        >>> class Dedup(Processor):
+        ...     def init(self, context):
+        ...         self.context, self.seen = context, context.get_state_store("seen")
+        ...     def process(self, record):
+        ...         if self.seen.put_if_absent(record.key, True) is None:
+        ...             self.context.forward(record)
+        >>> b = StreamsBuilder()
+        >>> _ = b.add_state_store(Stores.key_value_store_builder(
+        ...     Stores.in_memory_key_value_store("seen")))
+        >>> b.stream("in").process(Dedup, "seen").to("out")
+        """
+        from streamtable.errors import TopologyError
+
+        b = self._builder
+        for s in store_names:
+            if s not in b._stores:
+                raise TopologyError(f"no store named {s!r}: add it with "
+                                    "builder.add_state_store(...) first")
+        name = b.new_name("KSTREAM-PROCESSOR", named)
+        node = b.add_node(name, _user_supplier(supplier, name), [self._node], stores=store_names)
+        node.options["user"] = True
+        return KStream(b, name, repartition_required=True)
+
     def to(
         self,
         topic: str,
@@ -252,6 +287,25 @@ class KStream:
         store_name = store.name
         b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])
         return KTable(b, name, store_name)
+
+
+def _user_supplier(supplier: Callable[[], Any], name: str) -> Callable[[], Any]:
+    """``supplier`` checked to make :class:`~streamtable.Processor` instances."""
+    from streamtable.errors import TopologyError
+    from streamtable.processors.api import Processor
+
+    if isinstance(supplier, Processor):
+        raise TopologyError(f"process() of {name} needs a supplier of processors (the class, "
+                            "or a function making a new one per task), not an instance")
+
+    def make() -> Processor:
+        proc = supplier()
+        if not isinstance(proc, Processor):
+            raise TopologyError(f"the supplier of {name} made a {type(proc).__name__}; a "
+                                "processor subclasses streamtable.Processor")
+        return proc
+
+    return make
 
 
 def _join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any], left: bool,

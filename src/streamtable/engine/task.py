@@ -15,19 +15,22 @@ from collections.abc import Callable, Mapping
 
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import KeyValueStore, RecordCollector, StoreBackend
+from streamtable.engine.punctuation import Punctuations, Schedule
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.errors import DeserializationError, ProcessingError, RecordError
 from streamtable.processors.api import (
     Headers,
     NodeWiring,
     Processor,
+    PunctuationType,
+    Punctuator,
     RawRecord,
     RecordMetadata,
     failing_processor,
 )
 from streamtable.processors.cache import ChangeForwarder
 from streamtable.processors.io import SourceProcessor
-from streamtable.topology.graph import NodeKind, SubTopology, Topology
+from streamtable.topology.graph import NodeKind, StoreSpec, SubTopology, Topology
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,8 @@ class Task:
     real topics as the host knows them (1 when absent); ``cache_max_entries`` bounds each
     table's record cache (a batch host never evicts early: the last change per key per batch);
     ``global_stores``: the stores of global tables the sub-topology reads (kept by the host).
+    ``wall_clock_ms`` is the host's clock (the host sets ``task.wall_clock_ms`` as it moves):
+    wall-clock punctuations are checked against it by :meth:`punctuate_wall_clock`.
     """
 
     def __init__(
@@ -56,6 +61,7 @@ class Task:
         cache_max_entries: int | None = None,
         wiring: Wiring | None = None,
         global_stores: Mapping[str, KeyValueStore] | None = None,
+        wall_clock_ms: int = 0,
     ) -> None:
         self.topology = topology
         self.subtopology = subtopology
@@ -77,6 +83,11 @@ class Task:
         }
         self.global_stores = dict(global_stores or {})
         self._flushes: list[Callable[[], bool]] = []
+        self.wall_clock_ms = wall_clock_ms
+        self.commit_requested = False
+        self.punctuations = Punctuations(
+            lambda: stores.create(StoreSpec(punctuation_store(subtopology.id)), partition))
+        self._punctuates_stream_time = False
         self.processors: dict[str, Processor] = {}
         self.sources: dict[str, SourceProcessor] = {}
         self.context = TaskContext(self)
@@ -94,6 +105,8 @@ class Task:
             proc = self.processors[name]
             proc._children = [self.processors[c] for c in node.children]
             proc._children_by_name = {c: self.processors[c] for c in node.children}
+            if node.options.get("user"):
+                proc.forwards_by_name = True  # a user's processor may forward to a named child
             if (len(proc._children) == 1 and type(proc).forward is Processor.forward
                     and not proc.forwards_by_name):
                 # one child: forwarding is calling it (one Python call less per record and hop)
@@ -104,7 +117,15 @@ class Task:
                 for t in self.wiring.node(name).topics:
                     self.sources[t] = proc
         for name in self.subtopology.nodes:
-            self.processors[name].init(self.context)
+            node = topo.nodes[name]
+            if node.options.get("user"):
+                from streamtable.processors.user import ProcessorApiContext
+
+                self.processors[name].init(
+                    ProcessorApiContext(self.context, self.processors[name],  # type: ignore[arg-type]
+                                        tuple(node.stores)))
+            else:
+                self.processors[name].init(self.context)
 
     def get_store(self, name: str) -> KeyValueStore:
         try:
@@ -137,6 +158,58 @@ class Task:
             source.process_raw(raw)
         except Exception as e:
             self.handle_failure(raw, e)
+        if self._punctuates_stream_time:
+            self.current_raw = None
+            self._punctuate(PunctuationType.STREAM_TIME, self.stream_time)
+
+    # -- punctuation -----------------------------------------------------------------------
+    def schedule(self, processor: Processor, interval_ms: int, kind: PunctuationType,
+                 punctuator: Punctuator) -> Schedule:
+        s = self.punctuations.schedule(processor.name, interval_ms, kind, punctuator,
+                                       self.stream_time, self.wall_clock_ms)
+        if kind is PunctuationType.STREAM_TIME:
+            self._punctuates_stream_time = True
+        return s
+
+    @property
+    def punctuates_wall_clock(self) -> bool:
+        return self.punctuations.has(PunctuationType.WALL_CLOCK_TIME)
+
+    def punctuate_wall_clock(self) -> bool:
+        """Fire the wall-clock punctuations due at ``wall_clock_ms``; True if any fired."""
+        self.current_raw = None
+        return self._punctuate(PunctuationType.WALL_CLOCK_TIME, self.wall_clock_ms)
+
+    def _punctuate(self, kind: PunctuationType, now: int) -> bool:
+        if now < 0:
+            return False  # no stream time before the first record
+        fired = False
+        while (s := self.punctuations.due(kind, now)) is not None:
+            fired = True
+            try:
+                s.punctuator(now)
+            except Exception as e:
+                self.punctuation_failed(s, e)
+            finally:
+                if not s.cancelled:
+                    s.advance(now)
+        return fired
+
+    def punctuation_failed(self, schedule: Schedule, error: Exception) -> None:
+        """A punctuator raised: the processing exception handler decides, as for a record
+        (there is no input record to skip or dead-letter: ``continue`` logs and counts)."""
+        if isinstance(error, RecordError):
+            reason, where = error.reason, error.processor
+        else:  # the innermost operator: the punctuator's, or one its forwards reached
+            reason, where = f"{type(error).__name__}: {error}", failing_processor(error)
+        located = ProcessingError(
+            f"{reason} (in a {schedule.type.name} punctuator of {schedule.node})",
+            processor=where or schedule.node)
+        located.__cause__ = error
+        if self._proc_handler == "fail":
+            raise located
+        log.warning("skipped punctuation: %s", located)
+        self.dropped["error"] += 1
 
     def handle_failure(self, raw: RawRecord | None, error: Exception) -> None:
         """``error`` raised for input record ``raw``: while it was processed, or later when a
@@ -215,6 +288,11 @@ def _user_error(error: Exception, raw: RawRecord | None) -> ProcessingError:
     return err
 
 
+def punctuation_store(subtopology: int) -> str:
+    """The name of the task store holding a sub-topology's punctuation schedules."""
+    return f"__punctuations-{subtopology}__"
+
+
 class TaskContext:
     """The :class:`~streamtable.processors.api.ProcessorContext` of one task: the narrow view
     of the task its processors get."""
@@ -269,3 +347,13 @@ class TaskContext:
 
     def record_dropped(self, processor: str, reason: str) -> None:
         self._task.record_dropped(processor, reason)
+
+    def schedule(self, processor: Processor, interval_ms: int, punctuation_type: PunctuationType,
+                 punctuator: Punctuator) -> Schedule:
+        return self._task.schedule(processor, interval_ms, punctuation_type, punctuator)
+
+    def current_system_time_ms(self) -> int:
+        return self._task.wall_clock_ms
+
+    def request_commit(self) -> None:
+        self._task.commit_requested = True

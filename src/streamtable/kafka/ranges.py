@@ -31,18 +31,24 @@ READER_GROUP_ID = "streamtable-kafka-reader"
 # (topic, partition, start, end): offsets [start, end) of one topic partition
 OffsetRange = tuple[str, int, int, int]
 
+# Not a valid topic name: the entry of a source's offsets that carries its clock
+# (``clock.tick.ms``), so that Spark plans batches with no records for wall-clock punctuation.
+CLOCK = "@clock"
+
 
 def offset_ranges(start: Mapping[str, Mapping[str, int]],
                   end: Mapping[str, Mapping[str, int]]) -> list[OffsetRange]:
     """The ranges of a micro-batch from its start and end offsets (``{"topic": {"partition":
-    next offset}}``), in topic and partition order, leaving out partitions with no records; a
-    partition missing from ``start`` (new since) is read from offset 0.
+    next offset}}``), in topic and partition order, leaving out partitions with no records and
+    the source's clock; a partition missing from ``start`` (new since) is read from offset 0.
 
     >>> offset_ranges({"t": {"0": 5, "1": 7}}, {"t": {"0": 9, "1": 7}, "u": {"0": 2}})
     [('t', 0, 5, 9), ('u', 0, 0, 2)]
     """
     result = []
     for topic in sorted(end):
+        if topic == CLOCK:
+            continue
         for part in sorted(end[topic], key=int):
             begin = int(start.get(topic, {}).get(part, 0))
             stop = int(end[topic][part])

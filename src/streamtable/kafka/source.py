@@ -42,6 +42,10 @@ Options:
 * ``kafka.<name>``: any librdkafka consumer setting (e.g. ``kafka.security.protocol``).
 * ``development.broker.profile`` (``true``/``false``): see :mod:`streamtable.kafka.broker`.
 
+* ``clock.tick.ms``: if set, the offsets also carry a clock (``"@clock"``, not a topic) that
+  moves every this many ms, so that Spark plans a micro-batch that often even when no record
+  arrives (for wall-clock punctuation); not with ``Trigger.AvailableNow``.
+
 Offsets are ``{"topic": {"partition": next_offset_to_read}}``. Partitions that appear while the
 query runs are read from their beginning.
 """
@@ -71,6 +75,7 @@ from pyspark.sql.types import (
 )
 
 from streamtable.kafka.ranges import (
+    CLOCK,
     READER_GROUP_ID,
     KafkaSourceError,
     consume_range,
@@ -249,6 +254,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             int(first) if first else max(1000, (self.max_records_per_batch or 0) // 16)
         )
         self._planned_batches = 0
+        tick = opts.get("clock.tick.ms")
+        self.clock_tick_ms = int(tick) if tick else None
         self.group_id = opts.get("group.id") or opts.get("kafka.group.id")
         self.arrow_batch_size = int(opts.get("arrow.batch.size", "10000"))
         self.read_mode = opts.get("read.mode", "records").strip().lower()
@@ -424,6 +431,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     merged[topic][part] = int(start.get(topic, {}).get(part, 0)) + take
         if any(available.values()):
             self._planned_batches = min(self._planned_batches + 1, 16)
+        if self.clock_tick_ms and self._target is None:
+            tick = self.clock_tick_ms
+            before = int(start.get(CLOCK, {}).get("0", 0))
+            merged[CLOCK] = {"0": max(before, int(time.time() * 1000) // tick * tick)}
         return _canonical(merged)
 
     def _waiting_for_kafka(self, what: str, call: Callable[[], Offsets]) -> Offsets:
@@ -473,7 +484,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._committer = Consumer(conf)
             tps = [
                 TopicPartition(topic, int(part), int(off))
-                for topic, parts in canonical.items()
+                for topic, parts in canonical.items() if topic != CLOCK
                 for part, off in parts.items()
             ]
             if tps:

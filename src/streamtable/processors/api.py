@@ -10,6 +10,7 @@ module does not import it, so the dependency runs one way: engine -> processors.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
@@ -127,6 +128,30 @@ class RecordMetadata(NamedTuple):
     offset: int
 
 
+class PunctuationType(enum.Enum):
+    """What drives a punctuation (Kafka Streams' ``PunctuationType``).
+
+    ``STREAM_TIME``: the task's stream time, which only records advance: a punctuation fires
+    once when stream time reaches its next time, and the next time moves to the first multiple
+    of the interval after the current stream time (missed intervals are not caught up).
+    ``WALL_CLOCK_TIME``: the system time (the test driver's mock clock; on Spark the time the
+    micro-batch started, recorded with the batch), checked by the host once per commit.
+    """
+
+    STREAM_TIME = "stream_time"
+    WALL_CLOCK_TIME = "wall_clock_time"
+
+
+class Cancellable(Protocol):
+    """What :meth:`ProcessorContext.schedule` returns: ``cancel()`` stops the punctuation."""
+
+    def cancel(self) -> None: ...
+
+
+Punctuator = Callable[[int], None]
+"""Called with the current stream time or wall-clock time (ms) when a punctuation fires."""
+
+
 @dataclass(frozen=True)
 class NodeWiring:
     """What a source or sink node needs beyond its own arguments, resolved once per application
@@ -209,6 +234,20 @@ class ProcessorContext(Protocol):
 
     def record_dropped(self, processor: str, reason: str) -> None:
         """Count and log a record dropped by Kafka Streams' rules (null keys, late records)."""
+        ...
+
+    def schedule(self, processor: Processor, interval_ms: int, punctuation_type: PunctuationType,
+                 punctuator: Punctuator) -> Cancellable:
+        """Call ``punctuator(time)`` every ``interval_ms`` of stream time or wall-clock time, on
+        behalf of ``processor`` (whose name any error of the punctuator carries)."""
+        ...
+
+    def current_system_time_ms(self) -> int:
+        """The task's wall-clock time: the host's clock, fixed for one commit interval."""
+        ...
+
+    def request_commit(self) -> None:
+        """Ask the host to commit soon (every host commits at least once per batch/record)."""
         ...
 
 

@@ -111,7 +111,8 @@ class TopologyTestDriver:
             global_stores = {s: self._backend.stores[s] for s in topology.global_stores_of(st)}
             task = Task(topology, st, 0, self.config, self._backend, self, self._partitions,
                         cache_max_entries=sys.maxsize if batch_mode else None,
-                        wiring=self._wiring, global_stores=global_stores)
+                        wiring=self._wiring, global_stores=global_stores,
+                        wall_clock_ms=self.wall_clock_ms)
             self._tasks[sid] = task
             for t in task.sources:
                 self._task_by_topic[t] = task
@@ -183,11 +184,14 @@ class TopologyTestDriver:
                 self._wiring.stage_order):
             task = self._tasks[sid]
             mine = [r for r in self._batch if r.topic in task.sources]
-            if not mine:
+            if not mine and not task.punctuates_wall_clock:
                 continue
             self._batch = [r for r in self._batch if r.topic not in task.sources]
             for raw in self._ordering.order(mine):
                 task.process(raw)
+            # as a Spark task: its records (stream-time punctuation after each), then the
+            # wall-clock punctuations due at the batch's time, then the commit
+            task.punctuate_wall_clock()
             task.commit()
         self.batches += 1
 
@@ -273,7 +277,32 @@ class TopologyTestDriver:
         return total
 
     def advance_wall_clock_time(self, ms: int) -> None:
+        """Move the driver's mock clock forward by ``ms`` and fire the wall-clock punctuations
+        now due (Kafka Streams' ``advanceWallClockTime``), then process what they caused and
+        commit. In batch mode the punctuations wait for the next :meth:`run_batch`.
+
+        >>> from streamtable import Processor, PunctuationType, Record, StreamsBuilder
+        >>> class Ticker(Processor):
+        ...     def init(self, context):
+        ...         context.schedule(1000, PunctuationType.WALL_CLOCK_TIME,
+        ...                          lambda now: context.forward(Record("tick", now, now)))
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").process(Ticker).to("ticks")
+        >>> driver = TopologyTestDriver(b.build(), initial_wall_clock_time_ms=0)
+        >>> driver.advance_wall_clock_time(2500)
+        >>> driver.create_output_topic("ticks").read_key_values()
+        [('tick', 2500)]
+        """
+        if ms < 0:
+            raise ValueError("the wall clock does not go back")
         self.wall_clock_ms += ms
+        for task in self._tasks.values():
+            task.wall_clock_ms = self.wall_clock_ms
+        if self.batch_mode:
+            return
+        for task in self._tasks.values():
+            task.punctuate_wall_clock()
+        self._complete()
 
     def close(self) -> None:
         for t in self._tasks.values():

@@ -17,6 +17,13 @@ global table in full before processing starts, then a global thread applies upda
 arrive, not synchronized with the stream tasks (a stream record may see an update a little
 earlier or later than its timestamp suggests); here the synchronization point is the micro-batch.
 The test driver in batch mode follows the same rule.
+
+Wall-clock punctuation (the Processor API): a stage holding a user's processor runs every one of
+its tasks in every micro-batch (a heartbeat row per task joins its input), and the query makes a
+micro-batch at least every ``commit.interval.ms`` even when no record arrives (the source then
+reports a new position of a clock it keeps beside the topics' offsets; Spark runs a batch only
+for a new position). Each batch's wall-clock time is recorded under the batch id before its
+stages run, so a replayed batch punctuates at the same time as its first attempt.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import functools
 import logging
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +47,7 @@ from streamtable.engine.ports import (
 )
 from streamtable.errors import StreamsError
 from streamtable.kafka.output import KafkaOutput
-from streamtable.kafka.ranges import RangeReader
+from streamtable.kafka.ranges import RangeReader, offset_ranges
 from streamtable.runtime.spark.offsets import batch_ranges, ranges_frame
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
@@ -50,12 +57,13 @@ from streamtable.runtime.spark.stage import (
     KIND_INTERNAL,
     KIND_STORE,
     OUTPUT_DDL,
+    RECORD_DDL,
     RECORD_FIELDS,
     StageRunner,
 )
 from streamtable.runtime.spark.state import FileTaskStatePersistence
 from streamtable.serving import configured_serving_store
-from streamtable.storage import join
+from streamtable.storage import join, storage_at
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
@@ -126,6 +134,7 @@ class StreamsApp:
         serving: ServingStore | None = None,
         task_state: TaskStatePersistence | None = None,
         development_broker: bool = False,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         settings = dict(config or {})
         if application_id:
@@ -153,6 +162,8 @@ class StreamsApp:
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
         self.batches = 0
+        # wall-clock time in ms for punctuations (a test may pass its own clock)
+        self.clock = clock or (lambda: int(time.time() * 1000))
         # set when batches come from the Kafka source, which gives one Spark partition per
         # Kafka partition: a stage reading one topic then needs no shuffle to reach its tasks
         self._source_by_partition = False
@@ -246,6 +257,8 @@ class StreamsApp:
         started = time.monotonic()
         global_subs = self.topology.global_subtopologies
         distributed = self._distributed_output()
+        punctuating = any(s.punctuates for s in plan.stages)
+        wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
         cached = []
         if "end" in df.columns:
             known = batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id)
@@ -278,6 +291,8 @@ class StreamsApp:
                         F.col("route"), F.expr(f"pmod(hash(key), {stage.partitions})")))
                     .select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"), "_route")
                 )
+            if stage.punctuates:
+                parts.append(_heartbeats(df.sparkSession, stage.partitions))
             stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
             streamed = (self._source_by_partition and len(parts) == 1 and not stage.upstream
                         and len(stage.external_inputs) == 1)
@@ -295,6 +310,7 @@ class StreamsApp:
                 self._blob, stage.subtopology, batch_id, self.task_state,
                 self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
                 streamed=streamed, output=distributed, kafka=self._range_reader(),
+                wall_clock_ms=wall_clock,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             # A stage read both by a later stage and by the driver is kept, so that it runs once
@@ -355,6 +371,20 @@ class StreamsApp:
                    .select(*INPUT_COLUMNS, "_route"))
         return records.mapInArrow(runner, OUTPUT_DDL).where(F.col("kind") == KIND_STORE).toArrow()
 
+    def _batch_wall_clock(self, batch_id: int) -> int:
+        """The wall-clock time of batch ``batch_id``: read if an earlier attempt recorded it,
+        else taken from the clock and recorded before any stage runs (Spark replays only the
+        last batch, so older records are dropped)."""
+        storage = storage_at(join(self.shared_location, "clock"))
+        name = f"{batch_id:012d}"
+        if storage.exists(name):
+            return int(storage.read(name))
+        now = int(self.clock())
+        storage.write(name, str(now).encode())
+        if batch_id >= 2:
+            storage.delete(f"{batch_id - 2:012d}")
+        return now
+
     def _distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves (see
         ``OutputWriter``), else None (none needed, or one the driver calls)."""
@@ -414,6 +444,10 @@ class StreamsApp:
         first = self.config.get("first.batch.records")
         if first is not None:
             reader = reader.option("first.batch.records", str(first))
+        interval = int(self.config["commit.interval.ms"])
+        if any(s.punctuates for s in plan.stages):
+            # batches without records too, for wall-clock punctuation (see the module's doc)
+            reader = reader.option("clock.tick.ms", str(interval or 1000))
         if self.development_broker:
             from streamtable.kafka.broker import development_source_options
 
@@ -426,7 +460,6 @@ class StreamsApp:
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
-            interval = int(self.config["commit.interval.ms"])
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
         _ensure_progress_listener(spark)
@@ -505,6 +538,12 @@ class StreamsApp:
         self.stop()
 
 
+def _heartbeats(spark: Any, tasks: int) -> Any:
+    """One row without a topic per task (``_route``), so that each task of a stage runs."""
+    return spark.createDataFrame([(None,) * len(INPUT_COLUMNS) + (t,) for t in range(tasks)],
+                                 f"{RECORD_DDL}, _end bigint, _route int")
+
+
 _LISTENERS: dict[int, Any] = {}
 
 
@@ -554,13 +593,9 @@ def _warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
 def records_in(progress: Any) -> int:
     """The records a micro-batch read, from its sources' offsets: Spark's ``numInputRows`` counts
     the offset ranges the stages were handed (``read.mode=ranges``), not the records in them."""
-    total = 0
-    for source in progress.sources:
-        start, end = _offsets_of(source.startOffset), _offsets_of(source.endOffset)
-        for topic, parts in end.items():
-            begun = start.get(topic, {})
-            total += sum(max(0, int(off) - int(begun.get(p, 0))) for p, off in parts.items())
-    return total
+    return sum(end - start for source in progress.sources
+               for _, _, start, end in offset_ranges(_offsets_of(source.startOffset),
+                                                     _offsets_of(source.endOffset)))
 
 
 def _offsets_of(text: Any) -> dict[str, dict[str, int]]:

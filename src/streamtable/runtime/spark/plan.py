@@ -21,6 +21,9 @@ class StagePlan:
     consumed_later: bool = False
     # writes to Kafka or to a queryable store, so the driver collects its output
     has_results: bool = True
+    # holds a user's processor, which may punctuate on wall-clock time: every task of the
+    # stage runs in every micro-batch, with or without records (see stage.py)
+    punctuates: bool = False
 
 
 @dataclass
@@ -71,6 +74,7 @@ def plan_query(topology: Topology, application_id: str,
         stages.append(StagePlan(
             sid, p, external, [real[t] for t in internal], upstream[sid], queryable,
             has_results=bool(queryable or external_sinks or dead_letters),
+            punctuates=any(topology.nodes[n].options.get("user") for n in st.nodes),
         ))
     for stage in stages:
         for u in stage.upstream:

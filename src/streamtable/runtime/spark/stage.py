@@ -8,6 +8,13 @@ test driver runs over the records in the engine's partition-group order, commits
 its records for external topics through a distributed output writer (as writer
 ``<sub-topology>-<task>``, exactly once per batch) and returns the records for later stages and
 the changes of its queryable stores (and, with a driver-side writer, the external records too).
+
+A stage holding a user's processor (the Processor API) may punctuate on wall-clock time, which
+must happen for each of its tasks in every micro-batch, records or not. Its input then carries
+one heartbeat row per task (a row without a topic, see ``StreamsApp``), so every task runs;
+the heartbeat is not a record. After its records (stream-time punctuation follows each, as in
+the test driver) the task fires the wall-clock punctuations due at ``wall_clock_ms``, the
+batch's time as the driver recorded it with the batch id: a replay punctuates the same way.
 """
 
 from __future__ import annotations
@@ -154,7 +161,7 @@ class StageRunner:
                  persistence: TaskStatePersistence, config: dict[str, Any],
                  queryable_stores: list[str], topic_partitions: dict[str, int],
                  streamed: bool = False, output: OutputWriter | None = None,
-                 kafka: RangeReader | None = None) -> None:
+                 kafka: RangeReader | None = None, wall_clock_ms: int = 0) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
@@ -168,6 +175,7 @@ class StageRunner:
         self.output = output
         # reads the offset ranges among the input rows
         self.kafka = kafka
+        self.wall_clock_ms = wall_clock_ms
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.streamed:
@@ -190,6 +198,8 @@ class StageRunner:
         table = table.drop_columns(["_route"])
         if "_end" not in table.column_names:  # records only
             table = table.append_column("_end", pa.nulls(table.num_rows, pa.int64()))
+        if table.column("topic").null_count:  # heartbeats make the task run; not records
+            table = table.filter(pa.compute.is_valid(table.column("topic")))
         return table.cast(_input_schema())
 
     def _records(self, table: pa.Table) -> list[RawRecord]:
@@ -283,11 +293,14 @@ class StageRunner:
                          for name in topology.subtopology(gid).stores}
         task = Task(topology, sub, task_id, config, state, collector, self.topic_partitions,
                     # with caching, the last change per key per micro-batch: never evict early
-                    cache_max_entries=sys.maxsize, wiring=wiring, global_stores=global_stores)
+                    cache_max_entries=sys.maxsize, wiring=wiring, global_stores=global_stores,
+                    wall_clock_ms=self.wall_clock_ms)
         task.stream_time = state.stream_time
         for raw in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
             task.process(raw)
+        task.punctuate_wall_clock()
         task.commit()
+        task.close()  # a task lives for one batch here: its processors' init ran at its start
         state.stream_time = task.stream_time
         changes = self.persistence.commit(state, self.batch_id)
         self.persistence.checkin(state)

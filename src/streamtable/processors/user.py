@@ -1,0 +1,152 @@
+"""What a user's processor (the Processor API: ``KStream.process``) sees of its task.
+
+A user's processor is a :class:`~streamtable.processors.api.Processor` like every operator; its
+``init`` receives a :class:`ProcessorApiContext`, Kafka Streams' ``api.ProcessorContext``: the
+task's context narrowed to this processor (its connected stores, forwarding to its children,
+punctuations on its behalf). Stores appear as :class:`KeyValueStoreView`, plain values over the
+task's ``(value, timestamp)`` stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from streamtable.errors import ProcessingError
+from streamtable.processors.api import (
+    Cancellable,
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Punctuator,
+    Record,
+    RecordMetadata,
+)
+from streamtable.state.stores import ReadOnlyKeyValueStore
+
+
+class KeyValueStoreView(ReadOnlyKeyValueStore):
+    """A task store as a user's processor reads and writes it (Kafka Streams'
+    ``KeyValueStore``): ``get``, ``put`` (``None`` deletes), ``put_if_absent``, ``put_all``,
+    ``delete``, ``all``, ``range``, ``prefix_scan``, ``approximate_num_entries``. Values are
+    stored with the task's stream time as their timestamp.
+
+    >>> from streamtable.state import InMemoryKeyValueStore
+    >>> store = KeyValueStoreView(InMemoryKeyValueStore("last-seen"), lambda: 5)
+    >>> store.put("mark", "Closed"); store.get("mark"), store.put_if_absent("mark", "Open")
+    ('Closed', 'Closed')
+    """
+
+    def __init__(self, store: Any, now: Any) -> None:
+        super().__init__(store)
+        self._now = now
+
+    def put(self, key: Any, value: Any) -> None:
+        if key is None:
+            raise ValueError(f"store {self.name!r}: a key must not be None")
+        if value is None:
+            self._store.delete(key)
+        else:
+            self._store.put(key, (value, self._now()))
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        """Put ``value`` unless ``key`` has one; return the value it had (None if absent)."""
+        old = self.get(key)
+        if old is None:
+            self.put(key, value)
+        return old
+
+    def put_all(self, entries: Iterable[tuple[Any, Any]]) -> None:
+        for k, v in entries:
+            self.put(k, v)
+
+    def delete(self, key: Any) -> Any:
+        """Remove ``key``; return its old value."""
+        return self._show(self._store.delete(key))
+
+
+class ProcessorApiContext:
+    """The context of a user's processor (Kafka Streams' ``api.ProcessorContext``).
+
+    Example:
+        >>> from streamtable import Processor, PunctuationType, Record
+        >>> class LastSeen(Processor):
+        ...     def init(self, context):
+        ...         self.context = context
+        ...         self.store = context.get_state_store("last-seen")
+        ...         context.schedule(60_000, PunctuationType.WALL_CLOCK_TIME, self.report)
+        ...     def process(self, record):
+        ...         self.store.put(record.key, record.timestamp)
+        ...     def report(self, now):
+        ...         for user, seen in self.store.all():
+        ...             self.context.forward(Record(user, now - seen, now))
+    """
+
+    __slots__ = ("_task", "_node", "_connected", "_stores")
+
+    def __init__(self, task: ProcessorContext, node: Processor, stores: tuple[str, ...]) -> None:
+        self._task = task
+        self._node = node
+        self._connected = stores
+        self._stores: dict[str, KeyValueStoreView] = {}
+
+    @property
+    def application_id(self) -> str:
+        return self._task.application_id
+
+    @property
+    def task_id(self) -> int:
+        """The partition this task processes."""
+        return self._task.task_id
+
+    @property
+    def processor_name(self) -> str:
+        return self._node.name
+
+    def forward(self, record: Record, child: str | None = None) -> None:
+        """Hand ``record`` to every child of this processor, or to the one named ``child``."""
+        if child is not None and child not in self._node._children_by_name:
+            raise ProcessingError(
+                f"{child!r} is not a child of processor {self._node.name!r}; children: "
+                f"{sorted(self._node._children_by_name)}", processor=self._node.name)
+        Processor.forward(self._node, record, child)
+
+    def get_state_store(self, name: str) -> KeyValueStoreView:
+        """A store connected to this processor (``stream.process(..., "name")``)."""
+        view = self._stores.get(name)
+        if view is None:
+            if name not in self._connected:
+                raise ProcessingError(
+                    f"store {name!r} is not connected to processor {self._node.name!r} "
+                    f"(connected: {list(self._connected)}); name it in "
+                    "stream.process(supplier, store_name)", processor=self._node.name)
+            view = self._stores[name] = KeyValueStoreView(
+                self._task.get_state_store(name), lambda: self._task.stream_time)
+        return view
+
+    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+                 punctuator: Punctuator) -> Cancellable:
+        """Call ``punctuator(time)`` every ``interval_ms`` of stream time or wall-clock time
+        (see :class:`~streamtable.processors.api.PunctuationType`); ``cancel()`` the result to
+        stop. Schedule in ``init``: the schedule is task state and continues across restarts
+        (and the Spark runtime's micro-batches)."""
+        return self._task.schedule(self._node, interval_ms, punctuation_type, punctuator)
+
+    def record_metadata(self) -> RecordMetadata | None:
+        """Topic, partition and offset of the input record being processed (None in a
+        punctuator)."""
+        return self._task.record_metadata()
+
+    def current_stream_time_ms(self) -> int:
+        """The largest timestamp this task has seen (-1 before the first record)."""
+        return self._task.stream_time
+
+    def current_system_time_ms(self) -> int:
+        """Wall-clock time as the host gives it (the test driver's mock clock; on Spark the
+        micro-batch's recorded time)."""
+        return self._task.current_system_time_ms()
+
+    def commit(self) -> None:
+        """Request a commit. Every host commits at least after each record (test driver) or
+        micro-batch (Spark), so this changes nothing there."""
+        self._task.request_commit()

@@ -43,11 +43,21 @@ def _cpu_ticks(pid: int) -> int:
         return -1
 
 
-def busy_python_workers() -> list[int]:
-    """Spark's Python workers (forked by streamtable's worker daemon, not the daemon itself)
-    that are working on a task right now (their CPU time grows)."""
+def _descends_from(pid: int, root: int) -> bool:
+    while pid > 1:
+        if pid == root:
+            return True
+        pid = _parent(pid)
+    return False
+
+
+def busy_python_workers(root: int) -> list[int]:
+    """The Python workers of the application process ``root`` (forked by streamtable's worker
+    daemon, not the daemon itself) that are working on a task right now (their CPU time
+    grows). Other applications' workers on this machine are never touched."""
     pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-    workers = [p for p in pids if DAEMON in _cmdline(p) and DAEMON in _cmdline(_parent(p))]
+    workers = [p for p in pids if DAEMON in _cmdline(p) and DAEMON in _cmdline(_parent(p))
+               and _descends_from(p, root)]
     before = {p: _cpu_ticks(p) for p in workers}
     time.sleep(0.1)
     return [p for p in workers if _cpu_ticks(p) > before[p] >= 0]
@@ -72,7 +82,7 @@ def test_python_worker_killed_mid_batch_is_retried_without_double_state(bootstra
         # kill workers working on later batches' tasks until one dies in a task (a kill can
         # land just after a task ended)
         while killed < 8 and CRASH not in run.text and served_counts(state) != expected:
-            workers = busy_python_workers()
+            workers = busy_python_workers(run.proc.pid)
             if workers:
                 try:
                     os.kill(rng.choice(workers), signal.SIGKILL)

@@ -121,6 +121,11 @@ def _stop_on_signals() -> threading.Event:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    token = None
+    if args.http_port is not None:
+        from streamtable.serving.http import query_token
+
+        token = query_token(args.http_host, args.http_token)  # refuse before starting anything
     app = _streams_app(args)
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
@@ -138,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.http_port is not None:
         from streamtable.serving.http import serve_queries
 
-        server = serve_queries(app, args.http_host, args.http_port)
+        server = serve_queries(app, args.http_host, args.http_port, token)
         log.info("interactive queries at %s/stores", server.url)
     while not stop.is_set():
         if not app.is_running:
@@ -209,7 +214,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serving = configured_serving_store(config)
     # the views are StoreViews; create_query_api's hint names that class
     views = cast("Callable[[str], StoreView]", serving.view)
-    server = QueryServer(create_query_api(views, names), args.http_host, args.http_port).start()
+    server = QueryServer(create_query_api(views, names), args.http_host, args.http_port,
+                         args.http_token).start()
     log.info("interactive queries of %s at %s/stores, from its %s", config.application_id,
              server.url, type(serving).__name__)
     stop = _stop_on_signals()
@@ -238,6 +244,11 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     print(app_topology(load_app(args.app)).describe(), end="")
     return 0
+
+
+_TOKEN_HELP = ("bearer token the query server requires (default: $STREAMTABLE_HTTP_TOKEN; "
+               "required when --http-host is not loopback; prefer the variable: a command "
+               "line is visible to other users)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the input broker is the embedded development broker")
     p.add_argument("--http-port", type=int, help="serve interactive queries over HTTP here")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
+    p.add_argument("--http-token", help=_TOKEN_HELP)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("reset", help="forget an application's progress and state")
     app_options(p)
@@ -286,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     app_options(p)
     p.add_argument("--http-port", type=int, default=8080, help="port of the query server")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
+    p.add_argument("--http-token", help=_TOKEN_HELP)
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("broker", help="run the embedded development broker")
     p.add_argument("--port", type=int, default=9092)

@@ -8,17 +8,89 @@ Keys in URLs are JSON when they parse as JSON (``42``, ``"a"``), plain text othe
 returned as JSON (sets as sorted lists). Start it with ``streamtable run app.py --http-port 8080``
 or :func:`serve_queries`.
 
+The server listens on loopback (``127.0.0.1``) unless told otherwise. On any other address it
+requires a bearer token (``--http-token`` or the environment variable ``STREAMTABLE_HTTP_TOKEN``)
+and refuses to start without one; a request without ``Authorization: Bearer <token>`` gets 401.
+
 >>> api = create_query_api({"counts": view})                      # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streamtable.config import ConfigError
 from streamtable.serving.sqlite import StoreView
+
+TOKEN_ENV = "STREAMTABLE_HTTP_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (only this machine can connect).
+
+    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
+    (True, True, False)
+    """
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name other than localhost may resolve anywhere
+        return False
+
+
+def query_token(host: str, token: str | None = None) -> str | None:
+    """The bearer token the query server on ``host`` requires: ``token``, else the environment
+    variable ``STREAMTABLE_HTTP_TOKEN``; ``None`` (no authentication) only on loopback.
+
+    >>> query_token("::1", "s3cret"), query_token("0.0.0.0", "s3cret")
+    ('s3cret', 's3cret')
+    >>> query_token("0.0.0.0", "")                          # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ConfigError: the query server on 0.0.0.0 (not loopback) needs a bearer token: ...
+    >>> query_token("0.0.0.0", "s3cret")
+    's3cret'
+    """
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if token is None and not is_loopback(host):
+        raise ConfigError(
+            f"the query server on {host} (not loopback) needs a bearer token: set --http-token "
+            f"or the environment variable {TOKEN_ENV}")
+    return token
+
+
+class BearerAuth:
+    """ASGI middleware: every request must carry ``Authorization: Bearer <token>`` (compared in
+    constant time), else 401 with ``WWW-Authenticate: Bearer``.
+
+    >>> api = BearerAuth(create_query_api({}), "s3cret")             # doctest: +SKIP
+    """
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    def __repr__(self) -> str:
+        return f"BearerAuth({self.app!r}, token='********')"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = b'{"detail":"missing or wrong bearer token"}'
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="streamtable"')]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 def _parse_key(text: str) -> Any:
@@ -88,11 +160,19 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
 
 
 class QueryServer:
-    """The query API served by uvicorn in a background thread."""
+    """The query API served by uvicorn in a background thread; off loopback only with a bearer
+    token (see :func:`query_token`).
 
-    def __init__(self, api: Any, host: str = "127.0.0.1", port: int = 8080) -> None:
+    >>> QueryServer(api, "0.0.0.0", 8080, token="s3cret").start()       # doctest: +SKIP
+    """
+
+    def __init__(self, api: Any, host: str = "127.0.0.1", port: int = 8080,
+                 token: str | None = None) -> None:
         import uvicorn
 
+        token = query_token(host, token)
+        if token is not None:
+            api = BearerAuth(api, token)
         self._server = uvicorn.Server(uvicorn.Config(api, host=host, port=port,
                                                      log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, daemon=True,
@@ -115,7 +195,8 @@ class QueryServer:
         self._thread.join(10)
 
 
-def serve_queries(app: Any, host: str = "127.0.0.1", port: int = 8080) -> QueryServer:
+def serve_queries(app: Any, host: str = "127.0.0.1", port: int = 8080,
+                  token: str | None = None) -> QueryServer:
     """Serve every queryable store of a :class:`~streamtable.runtime.spark.StreamsApp`."""
     names = sorted(s for s, spec in app.topology.stores.items() if spec.queryable)
-    return QueryServer(create_query_api(app.store, names), host, port).start()
+    return QueryServer(create_query_api(app.store, names), host, port, token).start()

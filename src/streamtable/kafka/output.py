@@ -24,11 +24,20 @@ class KafkaOutput:
     distributed = True
 
     def __init__(self, bootstrap_servers: str, app_id: str, commit_dir: str,
-                 producer_config: Mapping[str, Any] | None = None) -> None:
+                 producer_config: Mapping[str, Any] | None = None,
+                 client_config: Mapping[str, Any] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.app_id = app_id
         self.commit_dir = commit_dir
         self.producer_config = dict(producer_config or {})
+        # every client's settings (security...): the producers and the tail scans get them
+        self.client_config = dict(client_config or {})
+
+    def __repr__(self) -> str:
+        from streamtable.config import redacted
+
+        return (f"KafkaOutput({self.bootstrap_servers!r}, {self.app_id!r}, {self.commit_dir!r}, "
+                f"client_config={redacted(self.client_config)!r})")
 
     def warm_up(self, timeout: float = 5.0) -> None:
         """Connect this process's producer ahead of its first batch (an idempotent producer's
@@ -37,7 +46,8 @@ class KafkaOutput:
         from streamtable.kafka.sink import warm_up_producer
 
         try:
-            warm_up_producer(self.bootstrap_servers, self.producer_config, timeout=timeout)
+            warm_up_producer(self.bootstrap_servers, self.producer_config, timeout=timeout,
+                             client_config=self.client_config)
         except Exception as e:
             logging.getLogger(__name__).debug("producer warm-up failed: %s", e)
 
@@ -46,4 +56,4 @@ class KafkaOutput:
 
         produce_rows(self.bootstrap_servers, records, batch_id, self.app_id,
                      commit_dir=self.commit_dir, writer_id=writer,
-                     producer_config=self.producer_config)
+                     producer_config=self.producer_config, client_config=self.client_config)

@@ -196,14 +196,15 @@ class StreamsApp:
         from streamtable.kafka.admin import ensure_topics, partition_counts
 
         bootstrap = self.config["bootstrap.servers"]
-        counts = partition_counts(bootstrap, self.topology.source_topics)
+        client = self.config.kafka_client_config
+        counts = partition_counts(bootstrap, self.topology.source_topics, client_config=client)
         p = max(counts.values()) if counts else 1
         outputs = {t: p for t in self.topology.sink_topics}
         dlq = self.config.dead_letter_topic
         if dlq:
             outputs[dlq] = p
         if outputs:
-            ensure_topics(bootstrap, outputs)
+            ensure_topics(bootstrap, outputs, client_config=client)
         return counts
 
     def _output_writer(self) -> OutputWriter:
@@ -211,6 +212,7 @@ class StreamsApp:
             self._output = KafkaOutput(
                 self.config["bootstrap.servers"], self.application_id,
                 join(self.shared_location, "sink"),
+                client_config=self.config.kafka_client_config,
             )
         return self._output
 
@@ -326,6 +328,28 @@ class StreamsApp:
                   len(store_changes))
 
     # -- the streaming query ---------------------------------------------------------------
+    def source_options(self, plan: QueryPlan) -> dict[str, str]:
+        """The options of the ``streamtable-kafka`` source reading ``plan``'s topics, the Kafka
+        client settings (:func:`~streamtable.config.kafka_client_config`) as ``kafka.<key>``:
+        Spark shows options in plans with the values of secret keys redacted
+        (``spark.redaction.regex``)."""
+        options = {"bootstrap.servers": str(self.config["bootstrap.servers"]),
+                   "topics": ",".join(plan.source_topics), "group.id": self.application_id}
+        for key, value in self.config.kafka_client_config.items():
+            if key != "bootstrap.servers":
+                options[f"kafka.{key}"] = str(value)
+        max_records = self.config.get("max.records.per.batch")
+        if max_records:
+            options["max.records.per.batch"] = str(max_records)
+        first = self.config.get("first.batch.records")
+        if first is not None:
+            options["first.batch.records"] = str(first)
+        if self.development_broker:
+            from streamtable.kafka.broker import development_source_options
+
+            options.update(development_source_options())
+        return options
+
     def start(self, *, available_now: bool = False) -> StreamsApp:
         """Start the query (in the background). With ``available_now`` it processes what the
         source topics hold now, in batches, and stops."""
@@ -336,21 +360,9 @@ class StreamsApp:
         self._warm_up = _warm_up_python_workers(
             spark, max(s.partitions for s in plan.stages), self._distributed_output())
         register(spark)
-        reader = (spark.readStream.format("streamtable-kafka")
-                  .option("bootstrap.servers", self.config["bootstrap.servers"])
-                  .option("topics", ",".join(plan.source_topics))
-                  .option("group.id", self.application_id))
-        max_records = self.config.get("max.records.per.batch")
-        if max_records:
-            reader = reader.option("max.records.per.batch", str(max_records))
-        first = self.config.get("first.batch.records")
-        if first is not None:
-            reader = reader.option("first.batch.records", str(first))
-        if self.development_broker:
-            from streamtable.kafka.broker import development_source_options
-
-            for k, v in development_source_options().items():
-                reader = reader.option(k, v)
+        reader = spark.readStream.format("streamtable-kafka")
+        for key, value in self.source_options(plan).items():
+            reader = reader.option(key, value)
         writer = (reader.load().writeStream
                   .queryName(self.application_id)
                   .option("checkpointLocation", str(self.checkpoint_dir / "query"))

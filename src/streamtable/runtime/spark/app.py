@@ -40,6 +40,7 @@ from streamtable.runtime.spark.stage import (
 from streamtable.runtime.spark.state import FileTaskStatePersistence
 from streamtable.serving import configured_serving_store
 from streamtable.storage import join
+from streamtable.topology.fingerprint import check_topology_unchanged
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
@@ -355,6 +356,9 @@ class StreamsApp:
         source topics hold now, in batches, and stops."""
         from streamtable.kafka.source import register
 
+        # state written for another topology must not be read by this one
+        check_topology_unchanged(self.checkpoint_dir / "topology.json", self.topology,
+                                 self.application_id)
         spark = self.spark
         plan = self.prepare()
         self._warm_up = _warm_up_python_workers(

@@ -130,6 +130,10 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
         store_names = sorted(mapping)
 
     api = FastAPI(title="streamtable interactive queries")
+    not_found: dict[int | str, dict[str, Any]] = {404: {
+        "description": "no such store (or key)",
+        "content": {"application/json": {"schema": {
+            "type": "object", "properties": {"detail": {"type": "string"}}}}}}}
 
     def view(store: str) -> StoreView:
         if store not in store_names:
@@ -140,7 +144,7 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
     def list_stores() -> list[str]:
         return store_names
 
-    @api.get("/stores/{store}")
+    @api.get("/stores/{store}", responses=not_found)
     def all_entries(store: str, from_: str | None = Query(None, alias="from"),
                     to: str | None = None) -> list[dict[str, Any]]:
         v = view(store)
@@ -148,7 +152,7 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
             None if from_ is None else _parse_key(from_), None if to is None else _parse_key(to))
         return [{"key": _jsonable(k), "value": _jsonable(val)} for k, val in items]
 
-    @api.get("/stores/{store}/keys/{key}")
+    @api.get("/stores/{store}/keys/{key}", responses=not_found)
     def get(store: str, key: str) -> dict[str, Any]:
         parsed = _parse_key(key)
         value = view(store).get(parsed)

@@ -12,7 +12,12 @@ from confluent_kafka import KafkaException
 
 from streamtable import StreamsBuilder
 from streamtable.config import ConfigError, StreamsConfig, kafka_client_config, redacted
-from streamtable.kafka.admin import ensure_topics, list_topic_names, partition_counts
+from streamtable.kafka.admin import (
+    KafkaAdminError,
+    ensure_topics,
+    list_topic_names,
+    partition_counts,
+)
 from streamtable.kafka.sink import SinkRecord, _TailScanner, produce_rows, warm_up_producer
 from streamtable.kafka.source import KafkaInputPartition, KafkaStreamReader
 from streamtable.runtime.spark.app import StreamsApp
@@ -58,14 +63,15 @@ def test_admin_helpers_carry_the_settings():
     for call in (lambda: partition_counts(NOWHERE, ["t"], client_config=BOGUS),
                  lambda: ensure_topics(NOWHERE, {"t": 1}, client_config=BOGUS),
                  lambda: list_topic_names(NOWHERE, client_config=BOGUS)):
-        with pytest.raises(KafkaException, match=UNSUPPORTED) as info:
+        with pytest.raises(KafkaAdminError, match=UNSUPPORTED) as info:
             call()
+        assert str(info.value).startswith(f"cannot create a Kafka client for {NOWHERE}: ")
         assert SECRET not in str(info.value)
 
 
 def test_the_app_topic_setup_and_its_producers_carry_the_settings(tmp_path):
     app = _app(tmp_path)
-    with pytest.raises(KafkaException, match=UNSUPPORTED):
+    with pytest.raises(KafkaAdminError, match=UNSUPPORTED):
         app.prepare()  # partition counts and topic creation, on the driver
     output = app._output_writer()
     assert output.client_config == kafka_client_config(app.config)

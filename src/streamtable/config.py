@@ -52,6 +52,7 @@ CLIENT_PASSTHROUGH = "kafka."
 # does, plus key material in PEM form.
 SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key|credential|pem$|jaas")
 REDACTED = "********"
+_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^:/@]*:)[^@]*@", re.IGNORECASE)
 
 
 def is_client_key(key: str) -> bool:
@@ -68,10 +69,12 @@ def is_client_key(key: str) -> bool:
 def redacted(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` with the values of secret keys (passwords, tokens, keys) replaced.
 
-    >>> redacted({"sasl.username": "me", "sasl.password": "hunter2"})
-    {'sasl.username': 'me', 'sasl.password': '********'}
+    >>> redacted({"sasl.username": "me", "sasl.password": "hunter2",
+    ...           "serving.url": "postgresql://app:hunter2@db:5432/x"})["serving.url"]
+    'postgresql://app:********@db:5432/x'
     """
-    return {k: REDACTED if SECRET_KEY.search(str(k)) and v is not None else v
+    return {k: REDACTED if SECRET_KEY.search(str(k)) and v is not None
+            else _URL_PASSWORD.sub(rf"\1{REDACTED}@", v) if isinstance(v, str) else v
             for k, v in settings.items()}
 
 

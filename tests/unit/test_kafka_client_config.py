@@ -57,6 +57,8 @@ def test_secrets_are_redacted_in_repr_and_messages():
     assert SECRET not in repr(cfg.redacted())
     assert "'sasl.username': 'me'" in repr(cfg)  # what is not secret stays readable
     assert redacted({"ssl.key.password": SECRET}) == {"ssl.key.password": "********"}
+    url = StreamsConfig({"serving.url": f"postgresql://app:{SECRET}@db:5432/x"})
+    assert SECRET not in repr(url) and "postgresql://app:********@db:5432/x" in repr(url)
 
 
 def test_admin_helpers_carry_the_settings():

@@ -62,6 +62,7 @@ def test_all_addresses_with_the_token_from_the_environment(api, monkeypatch):
     url = f"http://127.0.0.1:{port}/stores"
     try:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
+                        {"Authorization": "Bearer"}, {"Authorization": f"Bearer {TOKEN[:-1]}"},
                         {"Authorization": f"Basic {TOKEN}"},
                         {"Authorization": f"Bearer {TOKEN}x"}):
             denied = httpx.get(url, headers=headers)
@@ -70,6 +71,7 @@ def test_all_addresses_with_the_token_from_the_environment(api, monkeypatch):
             assert TOKEN not in denied.text
         ok = httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
         assert ok.status_code == 200 and ok.json() == ["counts"]
+        assert httpx.get(url, headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
         # every path is behind the token, the schema included
         assert httpx.get(f"http://127.0.0.1:{port}/openapi.json").status_code == 401
     finally:

@@ -74,7 +74,7 @@ class BearerAuth:
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     def __repr__(self) -> str:
         return f"BearerAuth({self.app!r}, token='********')"
@@ -82,7 +82,10 @@ class BearerAuth:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            scheme, _, credentials = given.partition(b" ")
+            # the scheme is case-insensitive (RFC 7235); the token is compared in constant time
+            if not (hmac.compare_digest(credentials.strip(), self._expected)
+                    and scheme.lower() == b"bearer"):
                 body = b'{"detail":"missing or wrong bearer token"}'
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"),

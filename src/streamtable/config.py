@@ -7,6 +7,7 @@ False
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +45,63 @@ DEFAULTS: dict[str, Any] = {
     "serving.url": None,  # the serving store: postgresql://... or a SQLite file (None: state.dir)
 }
 
+# Kafka client settings: keys with these prefixes (security) are librdkafka's own and go, as they
+# are, to every consumer, producer and admin client the application creates; any other librdkafka
+# setting goes there as ``kafka.<key>`` (e.g. ``kafka.client.id``).
+CLIENT_PREFIXES = ("security.", "sasl.", "ssl.")
+CLIENT_PASSTHROUGH = "kafka."
+
+# Values never shown (repr, logs, errors): a key matching this, as Spark's spark.redaction.regex
+# does, plus key material in PEM form.
+SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key|credential|pem$|jaas")
+REDACTED = "********"
+_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^:/@]*:)[^@]*@", re.IGNORECASE)
+
+
+def is_client_key(key: str) -> bool:
+    """Whether ``key`` is a Kafka client setting passed to every client (see
+    :func:`kafka_client_config`).
+
+    >>> is_client_key("sasl.password"), is_client_key("kafka.client.id"), is_client_key("state.dir")
+    (True, True, False)
+    """
+    return key.startswith(CLIENT_PREFIXES) or (key.startswith(CLIENT_PASSTHROUGH)
+                                               and len(key) > len(CLIENT_PASSTHROUGH))
+
+
+def redacted(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with the values of secret keys (passwords, tokens, keys) replaced.
+
+    >>> redacted({"sasl.username": "me", "sasl.password": "hunter2",
+    ...           "serving.url": "postgresql://app:hunter2@db:5432/x"})["serving.url"]
+    'postgresql://app:********@db:5432/x'
+    """
+    return {k: REDACTED if SECRET_KEY.search(str(k)) and v is not None
+            else _URL_PASSWORD.sub(rf"\1{REDACTED}@", v) if isinstance(v, str) else v
+            for k, v in settings.items()}
+
+
+def kafka_client_config(config: StreamsConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The librdkafka settings every Kafka client of the application gets: ``bootstrap.servers``,
+    the security settings (``security.protocol``, ``sasl.*``, ``ssl.*``) and each
+    ``kafka.<key>`` as ``<key>``. Every consumer, producer and admin client is built from it.
+
+    >>> cfg = StreamsConfig({"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL",
+    ...                      "kafka.client.id": "billing"})
+    >>> kafka_client_config(cfg)
+    {'bootstrap.servers': 'b:9092', 'security.protocol': 'SASL_SSL', 'client.id': 'billing'}
+    """
+    values = config.as_dict() if isinstance(config, StreamsConfig) else dict(config)
+    out: dict[str, Any] = {"bootstrap.servers": values.get("bootstrap.servers",
+                                                           DEFAULTS["bootstrap.servers"])}
+    for key, value in values.items():
+        if value is None or not is_client_key(key):
+            continue
+        name = key[len(CLIENT_PASSTHROUGH):] if key.startswith(CLIENT_PASSTHROUGH) else key
+        out[name] = value
+    return out
+
+
 # Kafka Streams sizes its cache in bytes; we hold Python objects, so bytes become entries at
 # this assumed size per entry.
 CACHE_BYTES_PER_ENTRY = 256
@@ -54,7 +112,7 @@ class ConfigError(ValueError):
 
 
 def _check_key(key: str) -> None:
-    if key in DEFAULTS:
+    if key in DEFAULTS or is_client_key(key):
         return
     import difflib
 
@@ -62,7 +120,8 @@ def _check_key(key: str) -> None:
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise ConfigError(
         f"unknown setting {key!r}: {hint}streamtable's settings are "
-        f"{', '.join(sorted(DEFAULTS))}")
+        f"{', '.join(sorted(DEFAULTS))}; Kafka client settings are security.*, sasl.*, ssl.* "
+        f"and kafka.<librdkafka key>")
 
 
 class StreamsConfig:
@@ -90,7 +149,21 @@ class StreamsConfig:
         return self._values[key]
 
     def as_dict(self) -> dict[str, Any]:
+        """Every setting, secrets included (for the runtime; show :meth:`redacted`)."""
         return dict(self._values)
+
+    def redacted(self) -> dict[str, Any]:
+        """Every setting, with the values of secret keys replaced (for logs and messages)."""
+        return redacted(self._values)
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in self._values.items() if DEFAULTS.get(k, k) != v}
+        return f"StreamsConfig({redacted(changed)!r})"
+
+    @property
+    def kafka_client_config(self) -> dict[str, Any]:
+        """See :func:`kafka_client_config`."""
+        return kafka_client_config(self)
 
     @property
     def application_id(self) -> str:

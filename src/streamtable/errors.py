@@ -44,3 +44,18 @@ class DeserializationError(RecordError):
 
 class ProcessingError(RecordError):
     """A user function (predicate, mapper, aggregator, ...) raised while processing a record."""
+
+
+class StorageError(StreamsError, OSError):
+    """Durable storage (task state, batch markers) could not be read or written; the message
+    names the path and the operating system's error. Nothing of the batch is committed: once
+    the cause is fixed, a restart replays it.
+
+    >>> str(StorageError("write", "/state/t/0.delta", PermissionError(13, "Permission denied")))
+    'cannot write /state/t/0.delta: [Errno 13] Permission denied'
+    """
+
+    def __init__(self, action: str, path: str, error: OSError) -> None:
+        super().__init__(f"cannot {action} {path}: {error}")
+        self.path = path
+        self.errno = error.errno

@@ -143,6 +143,11 @@ def _input_topics(app: Any, create: bool, partitions: int) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    token = None
+    if args.http_port is not None:
+        from streamtable.serving.http import query_token
+
+        token = query_token(args.http_host, args.http_token)  # refuse before starting anything
     app = _streams_app(args)
     _input_topics(app, args.create_topics, args.partitions)
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
@@ -161,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.http_port is not None:
         from streamtable.serving.http import serve_queries
 
-        server = serve_queries(app, args.http_host, args.http_port)
+        server = serve_queries(app, args.http_host, args.http_port, token)
         log.info("interactive queries at %s/stores", server.url)
     while not stop.is_set():
         if not app.is_running:
@@ -248,7 +253,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # the views are StoreViews; create_query_api's hint names that class
         return cast("StoreView", serving.view(name, topology.stores[name].kind))
 
-    server = QueryServer(create_query_api(views, names), args.http_host, args.http_port).start()
+    server = QueryServer(create_query_api(views, names), args.http_host, args.http_port,
+                         args.http_token).start()
     log.info("interactive queries of %s at %s/stores, from its %s", config.application_id,
              server.url, type(serving).__name__)
     stop = _stop_on_signals()
@@ -278,6 +284,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
     from streamtable.cli.describe import cmd_describe as describe
 
     return describe(args)
+
+
+_TOKEN_HELP = ("bearer token the query server requires (default: $STREAMTABLE_HTTP_TOKEN; "
+               "required when --http-host is not loopback; prefer the variable: a command "
+               "line is visible to other users)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the input broker is the embedded development broker")
     p.add_argument("--http-port", type=int, help="serve interactive queries over HTTP here")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
+    p.add_argument("--http-token", help=_TOKEN_HELP)
     p.add_argument("--create-topics", action="store_true",
                    help="create the application's input topics that do not exist")
     p.add_argument("--partitions", type=int, default=1,
@@ -337,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     app_options(p)
     p.add_argument("--http-port", type=int, default=8080, help="port of the query server")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
+    p.add_argument("--http-token", help=_TOKEN_HELP)
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("broker", help="run the embedded development broker")
     p.add_argument("--port", type=int, default=int(os.environ.get(BROKER_PORT_ENV) or 9092),

@@ -55,7 +55,13 @@ def admin_client(bootstrap_servers: str, extra: Mapping[str, Any] | None = None)
     """An AdminClient for ``bootstrap_servers`` with ``extra`` librdkafka settings."""
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
     conf.update(extra or {})
-    return AdminClient(conf)
+    try:
+        return AdminClient(conf)
+    except KafkaException as e:  # settings librdkafka refuses (security.protocol, sasl.*...)
+        err = e.args[0] if e.args else e
+        reason = err.str() if isinstance(err, KafkaError) else str(err)
+        raise KafkaAdminError(
+            f"cannot create a Kafka client for {bootstrap_servers}: {reason}") from e
 
 
 def _metadata_partitions(client: Any, timeout: float) -> dict[str, int]:

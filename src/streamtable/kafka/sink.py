@@ -402,14 +402,22 @@ def _default_producer_config() -> dict[str, Any]:
     }
 
 
+def _producer_conf(bootstrap_servers: str, client_config: Mapping[str, Any] | None,
+                   producer_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    conf = dict(client_config or {})
+    conf.update(_default_producer_config())
+    conf.update(producer_config or {})
+    conf["bootstrap.servers"] = bootstrap_servers
+    return conf
+
+
 def warm_up_producer(bootstrap_servers: str, producer_config: Mapping[str, Any] | None = None,
-                     timeout: float = 10.0) -> None:
+                     timeout: float = 10.0,
+                     client_config: Mapping[str, Any] | None = None) -> None:
     """Create the producer :func:`produce_rows` will use with these settings and let it connect
     (the first connection of an idempotent producer takes about a second), so that the first
     batch's records go out at once."""
-    conf = dict(_default_producer_config())
-    conf.update(producer_config or {})
-    conf["bootstrap.servers"] = bootstrap_servers
+    conf = _producer_conf(bootstrap_servers, client_config, producer_config)
     producer = _get_producer(conf)
     producer.list_topics(timeout=timeout)
     producer.flush(timeout)
@@ -473,10 +481,7 @@ def produce_rows(
         )
     result.scanned = need_scan
 
-    conf = dict(client_conf)
-    conf.update(_default_producer_config())
-    conf.update(producer_config or {})
-    conf["bootstrap.servers"] = bootstrap_servers
+    conf = _producer_conf(bootstrap_servers, client_conf, producer_config)
     producer = _get_producer(conf)
     scanner: _TailScanner | None = None
     failures: list[tuple[str, int, str]] = []

@@ -17,18 +17,93 @@ Keys in URLs are JSON when they parse as JSON (``42``, ``"a"``), plain text othe
 returned as JSON (sets as sorted lists). Start it with ``streamtable run app.py --http-port 8080``
 or :func:`serve_queries`.
 
+The server listens on loopback (``127.0.0.1``) unless told otherwise. On any other address it
+requires a bearer token (``--http-token`` or the environment variable ``STREAMTABLE_HTTP_TOKEN``)
+and refuses to start without one; a request without ``Authorization: Bearer <token>`` gets 401.
+
 >>> api = create_query_api({"counts": view})                      # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streamtable.config import ConfigError
 from streamtable.serving.sqlite import StoreView
 from streamtable.state.windowed import MAX_TIME, MIN_TIME, SessionQueries, Windowed, WindowQueries
+
+TOKEN_ENV = "STREAMTABLE_HTTP_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (only this machine can connect).
+
+    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
+    (True, True, False)
+    """
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name other than localhost may resolve anywhere
+        return False
+
+
+def query_token(host: str, token: str | None = None) -> str | None:
+    """The bearer token the query server on ``host`` requires: ``token``, else the environment
+    variable ``STREAMTABLE_HTTP_TOKEN``; ``None`` (no authentication) only on loopback.
+
+    >>> query_token("::1", "s3cret"), query_token("0.0.0.0", "s3cret")
+    ('s3cret', 's3cret')
+    >>> query_token("0.0.0.0", "")                          # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ConfigError: the query server on 0.0.0.0 (not loopback) needs a bearer token: ...
+    >>> query_token("0.0.0.0", "s3cret")
+    's3cret'
+    """
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if token is None and not is_loopback(host):
+        raise ConfigError(
+            f"the query server on {host} (not loopback) needs a bearer token: set --http-token "
+            f"or the environment variable {TOKEN_ENV}")
+    return token
+
+
+class BearerAuth:
+    """ASGI middleware: every request must carry ``Authorization: Bearer <token>`` (compared in
+    constant time), else 401 with ``WWW-Authenticate: Bearer``.
+
+    >>> api = BearerAuth(create_query_api({}), "s3cret")             # doctest: +SKIP
+    """
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = token.encode()
+
+    def __repr__(self) -> str:
+        return f"BearerAuth({self.app!r}, token='********')"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            scheme, _, credentials = given.partition(b" ")
+            # the scheme is case-insensitive (RFC 7235); the token is compared in constant time
+            if not (hmac.compare_digest(credentials.strip(), self._expected)
+                    and scheme.lower() == b"bearer"):
+                body = b'{"detail":"missing or wrong bearer token"}'
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="streamtable"')]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 def _parse_key(text: str) -> Any:
@@ -68,6 +143,13 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
         store_names = sorted(mapping)
 
     api = FastAPI(title="streamtable interactive queries")
+    detail = {"application/json": {"schema": {
+        "type": "object", "properties": {"detail": {"type": "string"}}}}}
+    not_found: dict[int | str, dict[str, Any]] = {404: {
+        "description": "no such store (or key)", "content": detail}}
+    # the window and session queries: also 400 for a store of another kind
+    not_windowed: dict[int | str, dict[str, Any]] = {**not_found, 400: {
+        "description": "the store is not a window (or session) store", "content": detail}}
 
     def view(store: str) -> StoreView:
         if store not in store_names:
@@ -78,7 +160,7 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
     def list_stores() -> list[str]:
         return store_names
 
-    @api.get("/stores/{store}")
+    @api.get("/stores/{store}", responses=not_found)
     def all_entries(store: str, from_: str | None = Query(None, alias="from"),
                     to: str | None = None) -> list[dict[str, Any]]:
         v = view(store)
@@ -86,7 +168,7 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
             None if from_ is None else _parse_key(from_), None if to is None else _parse_key(to))
         return [{"key": _jsonable(k), "value": _jsonable(val)} for k, val in items]
 
-    @api.get("/stores/{store}/keys/{key}")
+    @api.get("/stores/{store}/keys/{key}", responses=not_found)
     def get(store: str, key: str) -> dict[str, Any]:
         parsed = _parse_key(key)
         value = view(store).get(parsed)
@@ -100,17 +182,17 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
             raise HTTPException(400, f"store {store!r} is not a window store")
         return v
 
-    @api.get("/stores/{store}/windows")
+    @api.get("/stores/{store}/windows", responses=not_windowed)
     def all_windows(store: str, from_: int | None = Query(None, alias="from"),
                     to: int | None = None) -> list[dict[str, Any]]:
         return _windows(windows_of(store).fetch_all(from_, to))
 
-    @api.get("/stores/{store}/windows/{key}")
+    @api.get("/stores/{store}/windows/{key}", responses=not_windowed)
     def key_windows(store: str, key: str, from_: int | None = Query(None, alias="from"),
                     to: int | None = None) -> list[dict[str, Any]]:
         return _windows(windows_of(store).fetch_windows(_parse_key(key), from_, to))
 
-    @api.get("/stores/{store}/sessions/{key}")
+    @api.get("/stores/{store}/sessions/{key}", responses=not_windowed)
     def key_sessions(store: str, key: str, earliest_end: int | None = None,
                      latest_start: int | None = None) -> list[dict[str, Any]]:
         v = view(store)
@@ -129,11 +211,19 @@ def _windows(found: list[tuple[Windowed, Any]]) -> list[dict[str, Any]]:
 
 
 class QueryServer:
-    """The query API served by uvicorn in a background thread."""
+    """The query API served by uvicorn in a background thread; off loopback only with a bearer
+    token (see :func:`query_token`).
 
-    def __init__(self, api: Any, host: str = "127.0.0.1", port: int = 8080) -> None:
+    >>> QueryServer(api, "0.0.0.0", 8080, token="s3cret").start()       # doctest: +SKIP
+    """
+
+    def __init__(self, api: Any, host: str = "127.0.0.1", port: int = 8080,
+                 token: str | None = None) -> None:
         import uvicorn
 
+        token = query_token(host, token)
+        if token is not None:
+            api = BearerAuth(api, token)
         self._server = uvicorn.Server(uvicorn.Config(api, host=host, port=port,
                                                      log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, daemon=True,
@@ -156,7 +246,8 @@ class QueryServer:
         self._thread.join(10)
 
 
-def serve_queries(app: Any, host: str = "127.0.0.1", port: int = 8080) -> QueryServer:
+def serve_queries(app: Any, host: str = "127.0.0.1", port: int = 8080,
+                  token: str | None = None) -> QueryServer:
     """Serve every queryable store of a :class:`~streamtable.runtime.spark.StreamsApp`."""
     names = sorted(s for s, spec in app.topology.stores.items() if spec.queryable)
-    return QueryServer(create_query_api(app.store, names), host, port).start()
+    return QueryServer(create_query_api(app.store, names), host, port, token).start()

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from streamtable.errors import StorageError
 from streamtable.storage import write_parts
 
 _FILESYSTEMS: dict[str, tuple[Any, str]] = {}
@@ -67,15 +68,18 @@ class ArrowStorage:
 
     def write(self, name: str, data: bytes | Iterable[bytes]) -> None:
         fs, path = self._path(name)
-        if fs.type_name in _ATOMIC_PUT:
-            with fs.open_output_stream(path) as f:
+        try:
+            if fs.type_name in _ATOMIC_PUT:
+                with fs.open_output_stream(path) as f:
+                    write_parts(f, data)
+                return
+            fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+            tmp = f"{path}.tmp-{secrets.token_hex(4)}"
+            with fs.open_output_stream(tmp) as f:
                 write_parts(f, data)
-            return
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        tmp = f"{path}.tmp-{secrets.token_hex(4)}"
-        with fs.open_output_stream(tmp) as f:
-            write_parts(f, data)
-        fs.move(tmp, path)
+            fs.move(tmp, path)
+        except OSError as e:  # pyarrow's I/O errors are OSErrors: say where
+            raise StorageError("write", f"{self.location.split('?')[0]}/{name}", e) from e
 
     def delete(self, name: str) -> None:
         fs, path = self._path(name)

@@ -64,6 +64,7 @@ from streamtable.runtime.spark.stage import (
 from streamtable.runtime.spark.state import FileTaskStatePersistence
 from streamtable.serving import configured_serving_store
 from streamtable.storage import join, storage_at
+from streamtable.topology.fingerprint import check_topology_unchanged
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
@@ -227,14 +228,15 @@ class StreamsApp:
         from streamtable.kafka.admin import ensure_topics, partition_counts
 
         bootstrap = self.config["bootstrap.servers"]
-        counts = partition_counts(bootstrap, self.topology.source_topics)
+        client = self.config.kafka_client_config
+        counts = partition_counts(bootstrap, self.topology.source_topics, client_config=client)
         p = max(counts.values()) if counts else 1
         outputs = {t: p for t in self.topology.sink_topics}
         dlq = self.config.dead_letter_topic
         if dlq:
             outputs[dlq] = p
         if outputs:
-            ensure_topics(bootstrap, outputs)
+            ensure_topics(bootstrap, outputs, client_config=client)
         return counts
 
     def _output_writer(self) -> OutputWriter:
@@ -242,6 +244,7 @@ class StreamsApp:
             self._output = KafkaOutput(
                 self.config["bootstrap.servers"], self.application_id,
                 join(self.shared_location, "sink"), flush_timeout_s=self._task_timeout_s,
+                client_config=self.config.kafka_client_config,
             )
         return self._output
 
@@ -345,8 +348,7 @@ class StreamsApp:
 
     def _range_reader(self) -> RangeReader:
         """How stage tasks read the offset ranges of a ``read.mode=ranges`` batch."""
-        return RangeReader({"bootstrap.servers": self.config["bootstrap.servers"]},
-                           read_timeout_s=self._task_timeout_s)
+        return RangeReader(self.config.kafka_client_config, read_timeout_s=self._task_timeout_s)
 
     @property
     def _task_timeout_s(self) -> float:
@@ -421,38 +423,52 @@ class StreamsApp:
                   len(store_changes))
 
     # -- the streaming query ---------------------------------------------------------------
+    def source_options(self, plan: QueryPlan) -> dict[str, str]:
+        """The options of the ``streamtable-kafka`` source reading ``plan``'s topics, the Kafka
+        client settings (:func:`~streamtable.config.kafka_client_config`) as ``kafka.<key>``:
+        Spark shows options in plans with the values of secret keys redacted
+        (``spark.redaction.regex``)."""
+        options = {"bootstrap.servers": str(self.config["bootstrap.servers"]),
+                   "topics": ",".join(plan.source_topics + self.topology.global_topics),
+                   "group.id": self.application_id,
+                   # the stages read their partitions' records themselves
+                   "read.mode": "ranges",
+                   "task.timeout.ms": str(self.config["task.timeout.ms"])}
+        for key, value in self.config.kafka_client_config.items():
+            if key != "bootstrap.servers":
+                options[f"kafka.{key}"] = str(value)
+        max_records = self.config.get("max.records.per.batch")
+        if max_records:
+            options["max.records.per.batch"] = str(max_records)
+        first = self.config.get("first.batch.records")
+        if first is not None:
+            options["first.batch.records"] = str(first)
+        if any(s.punctuates for s in plan.stages):
+            # batches without records too, for wall-clock punctuation (see the module's doc)
+            options["clock.tick.ms"] = str(int(self.config["commit.interval.ms"]) or 1000)
+        if self.development_broker:
+            from streamtable.kafka.broker import development_source_options
+
+            options.update(development_source_options())
+        return options
+
     def start(self, *, available_now: bool = False) -> StreamsApp:
         """Start the query (in the background). With ``available_now`` it processes what the
         source topics hold now, in batches, and stops."""
         from streamtable.kafka.source import register
 
+        # state written for another topology must not be read by this one
+        check_topology_unchanged(self.checkpoint_dir / "topology.json", self.topology,
+                                 self.application_id)
         spark = self.spark
         plan = self.prepare()
         self._warm_up = _warm_up_python_workers(
             spark, max(s.partitions for s in plan.stages), self._distributed_output())
         register(spark)
-        reader = (spark.readStream.format("streamtable-kafka")
-                  .option("bootstrap.servers", self.config["bootstrap.servers"])
-                  .option("topics", ",".join(plan.source_topics + self.topology.global_topics))
-                  .option("group.id", self.application_id)
-                  # the stages read their partitions' records themselves
-                  .option("read.mode", "ranges")
-                  .option("task.timeout.ms", str(self.config["task.timeout.ms"])))
-        max_records = self.config.get("max.records.per.batch")
-        if max_records:
-            reader = reader.option("max.records.per.batch", str(max_records))
-        first = self.config.get("first.batch.records")
-        if first is not None:
-            reader = reader.option("first.batch.records", str(first))
+        reader = spark.readStream.format("streamtable-kafka")
+        for key, value in self.source_options(plan).items():
+            reader = reader.option(key, value)
         interval = int(self.config["commit.interval.ms"])
-        if any(s.punctuates for s in plan.stages):
-            # batches without records too, for wall-clock punctuation (see the module's doc)
-            reader = reader.option("clock.tick.ms", str(interval or 1000))
-        if self.development_broker:
-            from streamtable.kafka.broker import development_source_options
-
-            for k, v in development_source_options().items():
-                reader = reader.option(k, v)
         writer = (reader.load().writeStream
                   .queryName(self.application_id)
                   .option("checkpointLocation", str(self.checkpoint_dir / "query"))

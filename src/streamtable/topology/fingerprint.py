@@ -1,0 +1,116 @@
+"""The shape of a topology kept with a run, so that a restart with a changed topology is refused
+instead of reading state written for another one.
+
+What counts: the sub-topologies, their nodes (name, kind, topics, stores, parents) and the stores
+(name, kind). Functions inside the nodes do not: changing a mapper's body keeps the shape.
+
+>>> from streamtable import StreamsBuilder
+>>> b = StreamsBuilder()
+>>> b.stream("in").group_by_key().count(materialized="counts")  # doctest: +ELLIPSIS
+<...>
+>>> old = topology_fingerprint(b.build())
+>>> b2 = StreamsBuilder()
+>>> b2.stream("in").group_by_key().count(materialized="totals")  # doctest: +ELLIPSIS
+<...>
+>>> fingerprint_diff(old, topology_fingerprint(b2.build()))[:2]
+["store 'counts' (key-value) removed", "store 'totals' (key-value) added"]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from streamtable.errors import TopologyError
+from streamtable.topology.graph import Topology
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TopologyChangedError", "check_topology_unchanged", "fingerprint_diff",
+           "topology_fingerprint"]
+
+
+class TopologyChangedError(TopologyError):
+    """The topology differs from the one the application's state was written for."""
+
+
+def topology_fingerprint(topology: Topology) -> dict[str, Any]:
+    """A JSON-able description of the topology's shape (see the module doc)."""
+    return {
+        "stores": {name: spec.kind for name, spec in sorted(topology.stores.items())},
+        "subtopologies": [
+            {"id": st.id,
+             "nodes": {name: {"kind": topology.nodes[name].kind.value,
+                              "topics": list(topology.nodes[name].topics),
+                              "stores": list(topology.nodes[name].stores),
+                              "parents": list(topology.nodes[name].parents)}
+                       for name in st.nodes}}
+            for st in topology.subtopologies
+        ],
+    }
+
+
+def _nodes(fp: dict[str, Any]) -> dict[str, tuple[int, dict[str, Any]]]:
+    return {name: (st["id"], node) for st in fp["subtopologies"]
+            for name, node in st["nodes"].items()}
+
+
+def fingerprint_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What changed from ``old`` to ``new``, one phrase per change (empty: the same shape).
+
+    >>> fingerprint_diff({"stores": {}, "subtopologies": []},
+    ...                  {"stores": {"s": "window"}, "subtopologies": []})
+    ["store 's' (window) added"]
+    """
+    changes: list[str] = []
+    old_stores, new_stores = old.get("stores", {}), new.get("stores", {})
+    for name in sorted(old_stores.keys() - new_stores.keys()):
+        changes.append(f"store {name!r} ({old_stores[name]}) removed")
+    for name in sorted(new_stores.keys() - old_stores.keys()):
+        changes.append(f"store {name!r} ({new_stores[name]}) added")
+    for name in sorted(old_stores.keys() & new_stores.keys()):
+        if old_stores[name] != new_stores[name]:
+            changes.append(f"store {name!r} changed from {old_stores[name]} to "
+                           f"{new_stores[name]}")
+    old_nodes, new_nodes = _nodes(old), _nodes(new)
+    for name in sorted(old_nodes.keys() - new_nodes.keys()):
+        changes.append(f"node {name} ({old_nodes[name][1]['kind']}) removed")
+    for name in sorted(new_nodes.keys() - old_nodes.keys()):
+        changes.append(f"node {name} ({new_nodes[name][1]['kind']}) added")
+    for name in sorted(old_nodes.keys() & new_nodes.keys()):
+        (old_st, was), (new_st, now) = old_nodes[name], new_nodes[name]
+        if old_st != new_st:
+            changes.append(f"node {name} moved from sub-topology {old_st} to {new_st}")
+        for what in ("kind", "topics", "stores", "parents"):
+            if was.get(what) != now.get(what):
+                changes.append(f"node {name}: {what} {was.get(what)} -> {now.get(what)}")
+    if not changes and len(old["subtopologies"]) != len(new["subtopologies"]):
+        changes.append(f"{len(old['subtopologies'])} sub-topologies became "
+                       f"{len(new['subtopologies'])}")
+    return changes
+
+
+def check_topology_unchanged(path: str | os.PathLike[str], topology: Topology,
+                             application_id: str) -> None:
+    """Compare ``topology`` with the fingerprint kept at ``path`` (written there on the first
+    start); raise :class:`TopologyChangedError` naming the changes if they differ."""
+    file = Path(path)
+    current = topology_fingerprint(topology)
+    if not file.exists():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_name(f".{file.name}.tmp")
+        tmp.write_text(json.dumps(current, indent=1, sort_keys=True))
+        tmp.replace(file)
+        return
+    changes = fingerprint_diff(json.loads(file.read_text()), current)
+    if changes:
+        shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more"
+                                          if len(changes) > 8 else "")
+        raise TopologyChangedError(
+            f"the topology of {application_id} changed since its state was written ({shown}): "
+            f"its stores would mix state of two topologies. Run `streamtable reset` for the "
+            f"application (it reprocesses the input from the start) or restore the previous "
+            f"topology")

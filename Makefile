@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test test-fast test-cluster lint demo bench clean
+.PHONY: install test test-fast test-cluster lint demo bench clean config-docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test-cluster: install
 lint: install
 	$(PY) -m ruff check src tests
 	$(PY) -m mypy src
+
+# docs/configuration.md is generated from the settings' definitions in src/streamtable/config.py
+config-docs: install
+	$(PY) -m streamtable.cli config > docs/configuration.md
 
 demo: install
 	$(PY) -m examples.share_holders.demo $(ARGS)

@@ -1,4 +1,4 @@
-"""Command line: ``streamtable run | describe | reset | query | serve | broker``.
+"""Command line: ``streamtable run | describe | reset | query | serve | config | broker``.
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
 ``config`` dict of settings (Kafka Streams keys: ``application.id``, ``bootstrap.servers``...).
@@ -240,6 +240,13 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from streamtable.config import configuration_page
+
+    print(configuration_page(), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="streamtable", description="Kafka Streams' stream-table model on Spark"
@@ -287,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http-port", type=int, default=8080, help="port of the query server")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
     p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("config", help="print every setting (key, default, values, meaning) as "
+                                      "Markdown")
+    p.set_defaults(func=cmd_config)
     p = sub.add_parser("broker", help="run the embedded development broker")
     p.add_argument("--port", type=int, default=9092)
     p.add_argument("--host", default="127.0.0.1")

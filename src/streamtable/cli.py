@@ -105,7 +105,8 @@ def _streams_app(args: argparse.Namespace) -> Any:
     module = load_app(args.app)
     return StreamsApp(app_topology(module), config=_settings(module, args),
                       master=getattr(args, "master", None),
-                      development_broker=getattr(args, "development_broker", False))
+                      development_broker=getattr(args, "development_broker", False),
+                      verbose=getattr(args, "verbose", False))
 
 
 def _stop_on_signals() -> threading.Event:
@@ -121,13 +122,23 @@ def _stop_on_signals() -> threading.Event:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from streamtable.logs import LOG_FILE_NAME, ProgressLine, log_to_file
+
     app = _streams_app(args)
+    log_to_file(app.app_dir / LOG_FILE_NAME)
+    app.prepare()  # Kafka reachable, topics there: said in a sentence, before Spark starts
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
     if args.until_caught_up:
         app.start(available_now=True)
+        # on a terminal one updating line; otherwise the log line per batch
+        progress = ProgressLine(app.metrics, sys.stderr) if sys.stderr.isatty() else None
         while app.is_running and not stop.is_set():
             stop.wait(0.5)
+            if progress is not None:
+                progress.update()
+        if progress is not None:
+            progress.done()
         interrupted = stop.is_set() and app.is_running
         app.stop()
         app.raise_if_failed()
@@ -302,11 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_broker)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from streamtable.logs import configure_logging
+
+    configure_logging(args.verbose)
     try:
         return int(args.func(args))
     except ConfigError as e:

@@ -3,6 +3,12 @@
     GET /stores                         the queryable stores
     GET /stores/{store}?from=&to=       all entries (or a key range), in key order
     GET /stores/{store}/keys/{key}      one entry (404 when absent)
+    GET /health                         200 {"status": "running", ...} while the application
+                                        runs; 503 with the failure's message once it died
+    GET /metrics                        Prometheus text format (see serving.metrics)
+
+Once the application's query has died, the store endpoints answer 503 with its error too: a
+dead application must not look like an empty one.
 
 Keys in URLs are JSON when they parse as JSON (``42``, ``"a"``), plain text otherwise. Values are
 returned as JSON (sets as sorted lists). Start it with ``streamtable run app.py --http-port 8080``
@@ -18,6 +24,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streamtable.errors import ApplicationFailedError
 from streamtable.serving.sqlite import StoreView
 
 
@@ -44,10 +51,14 @@ def _jsonable(value: Any) -> Any:
 
 
 def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView],
-                     names: list[str] | None = None) -> Any:
+                     names: list[str] | None = None, *,
+                     health: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
+                     metrics: Callable[[], str] | None = None) -> Any:
     """A FastAPI app answering queries of ``stores`` (a mapping, or ``app.store`` with the
-    store ``names``)."""
-    from fastapi import FastAPI, HTTPException, Query
+    store ``names``); ``health`` (``StreamsApp.health``) adds ``/health`` and ``metrics``
+    (the text of ``/metrics``) adds ``/metrics``."""
+    from fastapi import FastAPI, HTTPException, Query, Request
+    from fastapi.responses import JSONResponse, PlainTextResponse
 
     if callable(stores) and not isinstance(stores, Mapping):
         lookup = stores
@@ -58,6 +69,23 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
         store_names = sorted(mapping)
 
     api = FastAPI(title="streamtable interactive queries")
+
+    @api.exception_handler(ApplicationFailedError)
+    async def failed(request: Request, exc: ApplicationFailedError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    if health is not None:
+        @api.get("/health")
+        def get_health() -> JSONResponse:
+            healthy, details = health()
+            return JSONResponse(details, status_code=200 if healthy else 503)
+
+    if metrics is not None:
+        from streamtable.serving.metrics import CONTENT_TYPE
+
+        @api.get("/metrics")
+        def get_metrics() -> PlainTextResponse:
+            return PlainTextResponse(metrics(), media_type=CONTENT_TYPE)
 
     def view(store: str) -> StoreView:
         if store not in store_names:
@@ -116,6 +144,14 @@ class QueryServer:
 
 
 def serve_queries(app: Any, host: str = "127.0.0.1", port: int = 8080) -> QueryServer:
-    """Serve every queryable store of a :class:`~streamtable.runtime.spark.StreamsApp`."""
+    """Serve every queryable store of a :class:`~streamtable.runtime.spark.StreamsApp`, its
+    health and its metrics."""
+    from streamtable.serving.metrics import exposition
+
     names = sorted(s for s, spec in app.topology.stores.items() if spec.queryable)
-    return QueryServer(create_query_api(app.store, names), host, port).start()
+
+    def metrics() -> str:
+        return exposition(app.metrics.families(app.state_entries()))
+
+    api = create_query_api(app.store, names, health=app.health, metrics=metrics)
+    return QueryServer(api, host, port).start()

@@ -12,11 +12,13 @@ import functools
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pyspark import cloudpickle
+from pyspark.accumulators import AccumulatorParam
 
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import (
@@ -25,7 +27,7 @@ from streamtable.engine.ports import (
     ServingStore,
     TaskStatePersistence,
 )
-from streamtable.errors import StreamsError
+from streamtable.errors import ApplicationFailedError
 from streamtable.kafka.output import KafkaOutput
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
@@ -39,30 +41,19 @@ from streamtable.runtime.spark.stage import (
 )
 from streamtable.runtime.spark.state import FileTaskStatePersistence
 from streamtable.serving import configured_serving_store
+from streamtable.serving.metrics import AppMetrics
 from streamtable.storage import join
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
+# a line per micro-batch (records, rate, lag); `streamtable run` on a terminal shows one
+# updating line instead
+progress_log = logging.getLogger("streamtable.progress")
 
-
-class ApplicationFailedError(StreamsError):
-    """The application's query died; what it serves is no longer kept up to date."""
-
-
-def _reason(error: str) -> str:
-    """The streamtable error inside a query's error (a Spark exception wrapping Python
-    tracebacks), or the first line of it."""
-    import re
-
-    found = re.findall(r"streamtable\.errors\.(\w+): (.+)", error)
-    if found:
-        name, message = found[-1]
-        return f"{name}: {message.strip()}"
-    return "The error: " + (error.strip().splitlines() or ["(none)"])[0]
 
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
 
-__all__ = ["KafkaOutput", "StreamsApp"]
+__all__ = ["ApplicationFailedError", "KafkaOutput", "StreamsApp"]
 
 
 class StreamsApp:
@@ -106,6 +97,7 @@ class StreamsApp:
         serving: ServingStore | None = None,
         task_state: TaskStatePersistence | None = None,
         development_broker: bool = False,
+        verbose: bool = False,
     ) -> None:
         settings = dict(config or {})
         if application_id:
@@ -125,6 +117,9 @@ class StreamsApp:
         self._spark = spark
         self._output = output
         self.development_broker = development_broker
+        self.verbose = verbose
+        # where Spark's JVM logs, when this app started it (see ``spark``)
+        self.log_file: Path | None = None
         self._query: Any = None
         self._failure: Any = None  # the error the last query died of
         self._warm_up: Any = None
@@ -133,6 +128,8 @@ class StreamsApp:
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
         self.batches = 0
+        self.metrics = AppMetrics(self.application_id)
+        self._counts: Any = None  # the tasks' counts: a Spark accumulator (see metrics)
         # set when batches come from the Kafka source, which gives one Spark partition per
         # Kafka partition: a stage reading one topic then needs no shuffle to reach its tasks
         self._source_by_partition = False
@@ -173,9 +170,18 @@ class StreamsApp:
     @property
     def spark(self) -> Any:
         if self._spark is None:
+            from pyspark import SparkContext
+
+            from streamtable.logs import LOG_FILE_NAME
             from streamtable.runtime.spark.session import spark_session
 
-            self._spark = spark_session(self.master, f"streamtable-{self.application_id}")
+            # a JVM started here logs to the application's directory; a running one logs
+            # where it was told to already
+            log_file = (None if SparkContext._active_spark_context is not None
+                        else (self.app_dir / LOG_FILE_NAME).resolve())
+            self._spark = spark_session(self.master, f"streamtable-{self.application_id}",
+                                        log_file=log_file, verbose=self.verbose)
+            self.log_file = log_file
         return self._spark
 
     def prepare(self, source_partitions: Mapping[str, int] | None = None) -> QueryPlan:
@@ -193,9 +199,10 @@ class StreamsApp:
         return plan
 
     def _setup_topics(self) -> dict[str, int]:
-        from streamtable.kafka.admin import ensure_topics, partition_counts
+        from streamtable.kafka.admin import check_reachable, ensure_topics, partition_counts
 
         bootstrap = self.config["bootstrap.servers"]
+        check_reachable(bootstrap)
         counts = partition_counts(bootstrap, self.topology.source_topics)
         p = max(counts.values()) if counts else 1
         outputs = {t: p for t in self.topology.sink_topics}
@@ -222,6 +229,8 @@ class StreamsApp:
 
         plan = self._plan or self.prepare()
         started = time.monotonic()
+        counts = self._task_counts()
+        counts.value = Counter()
         external_readers = sum(1 for s in plan.stages if s.external_inputs)
         distributed = self._distributed_output()
         source = df.select(*RECORD_COLUMNS)
@@ -261,7 +270,7 @@ class StreamsApp:
             runner = StageRunner(
                 self._blob, stage.subtopology, batch_id, self.task_state,
                 self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
-                streamed=streamed, output=distributed,
+                streamed=streamed, output=distributed, metrics=counts,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             # A stage read both by a later stage and by the driver is kept, so that it runs once
@@ -285,10 +294,56 @@ class StreamsApp:
             for c in cached:
                 c.unpersist()
         self.last_batch_seconds = time.monotonic() - started
-        log.info("batch %d: stages %.2f s, output %.2f s (%d rows)", batch_id,
+        self.metrics.record_batch(self.last_batch_seconds, counts.value)
+        log.debug("batch %d: stages %.2f s, output %.2f s (%d rows)", batch_id,
                  computed - started, self.last_batch_seconds - (computed - started),
                  table.num_rows)
         self.batches += 1
+
+    def _task_counts(self) -> Any:
+        if self._counts is None:
+            self._counts = self.spark.sparkContext.accumulator(Counter(), _CountsParam())
+        return self._counts
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)``: running, or why not (the failure's paragraph).
+
+        >>> app.health()                                            # doctest: +SKIP
+        (True, {'status': 'running', 'application_id': 'word-count', 'batches': 12, ...})
+        """
+        details: dict[str, Any] = {"application_id": self.application_id,
+                                   "batches": self.metrics.batches,
+                                   "lag": self.metrics.total_lag}
+        try:
+            self.raise_if_failed()
+        except ApplicationFailedError as e:
+            return False, {"status": "failed", "error": str(e), **details}
+        if self.is_running:
+            return True, {"status": "running", **details}
+        return False, {"status": "stopped", **details}
+
+    def state_entries(self) -> dict[str, int]:
+        """Entries per queryable store, as served."""
+        return {name: len(self.serving.view(name)) for name, spec in
+                sorted(self.topology.stores.items()) if spec.queryable}
+
+    def _on_progress(self, progress: Any) -> None:
+        """Spark's report of a finished batch: the lag per partition, from the source's latest
+        offsets and the batch's end offsets."""
+        import json
+
+        lag: dict[tuple[str, int], int] = {}
+        for source in progress.sources or ():
+            try:
+                latest = json.loads(source.latestOffset or "null") or {}
+                end = json.loads(source.endOffset or "null") or {}
+            except (TypeError, ValueError):
+                continue
+            for topic, partitions in latest.items():
+                for partition, offset in partitions.items():
+                    done = end.get(topic, {}).get(partition, 0)
+                    lag[(topic, int(partition))] = max(0, int(offset) - int(done))
+        self.metrics.record_lag(lag)
 
     def _distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves (see
@@ -362,6 +417,7 @@ class StreamsApp:
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
         _ensure_progress_listener(spark)
+        _APPS[self.application_id] = self
         check_shared_location(spark, self.shared_location)
         self._source_by_partition = True
         self._failure = None
@@ -403,6 +459,8 @@ class StreamsApp:
             self._query.stop()
             self._failure = self._query.exception()
             self._query = None
+            if _APPS.get(self.application_id) is self:
+                del _APPS[self.application_id]
             if self._spark is not None and not self._spark.streams.active:
                 # no query left to report on: a Python listener still registered when the
                 # JVM shuts down would be called after Python's side is gone
@@ -424,9 +482,7 @@ class StreamsApp:
         query = self._query
         error = self._failure if query is None or query.isActive else query.exception()
         if error is not None:
-            raise ApplicationFailedError(
-                f"{self.application_id} has stopped: its query failed, so its stores are no "
-                f"longer updated. {_reason(str(error))}")
+            raise ApplicationFailedError(self.application_id, str(error), self.log_file)
 
     def __enter__(self) -> StreamsApp:
         return self
@@ -436,6 +492,19 @@ class StreamsApp:
 
 
 _LISTENERS: dict[int, Any] = {}
+# the running applications by query name, for the progress listener
+_APPS: dict[str, StreamsApp] = {}
+
+
+class _CountsParam(AccumulatorParam):
+    """Tasks' counts (``Counter``) summed on the driver."""
+
+    def zero(self, value: Any) -> Counter[str]:
+        return Counter()
+
+    def addInPlace(self, value1: Any, value2: Any) -> Any:
+        value1.update(value2)
+        return value1
 
 
 def _remove_progress_listener(spark: Any) -> None:
@@ -493,19 +562,26 @@ def _ensure_progress_listener(spark: Any) -> None:
 
         def onQueryProgress(self, event: Any) -> None:
             p = event.progress
+            app = _APPS.get(p.name)
+            lag = None
+            if app is not None:
+                app._on_progress(p)
+                lag = app.metrics.total_lag
             rows = p.numInputRows
             if rows == 0:
                 return
             ms = p.batchDuration or 1
-            log.info("%s batch %d: %d records in %.2f s (%.0f records/s)",
-                     p.name, p.batchId, rows, ms / 1000, rows * 1000 / ms)
+            progress_log.info("%s batch %d: %d records in %.2f s (%.0f records/s)%s",
+                              p.name, p.batchId, rows, ms / 1000, rows * 1000 / ms,
+                              "" if lag is None else f", {lag} behind")
 
         def onQueryIdle(self, event: Any) -> None:
             pass
 
         def onQueryTerminated(self, event: Any) -> None:
             if event.exception:
-                log.error("query %s failed: %s", event.id, _reason(event.exception))
+                # StreamsApp.raise_if_failed (the CLI, the query server) reports it in full
+                log.debug("query %s failed: %s", event.id, event.exception)
 
     listener = _Progress()
     spark.streams.addListener(listener)

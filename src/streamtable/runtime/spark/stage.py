@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
@@ -28,6 +29,7 @@ from streamtable.engine.task import Task
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.processors.api import Headers, RawRecord
 from streamtable.serving.codec import encode_key, encode_value
+from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class _Collector:
         self.rows: list[tuple[Any, ...]] = []
         # records for external topics, when the task writes them itself (OutputWriter format)
         self.external: list[dict[str, Any]] | None = [] if keep_external else None
+        self.sent: Counter[str] = Counter()  # records for external topics, per topic
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
@@ -96,10 +99,12 @@ class _Collector:
             self.rows.append((KIND_INTERNAL, topic, self.task_id, len(self.rows), timestamp,
                               key, value, hs, partition))
         elif self.external is not None:
+            self.sent[topic] += 1
             self.external.append({"topic": topic, "key": key, "value": value,
                                   "timestamp": timestamp, "partition": partition,
                                   "headers": list(headers) if headers else []})
         else:
+            self.sent[topic] += 1
             hs = [{"key": k, "value": v} for k, v in headers] if headers else None
             self.rows.append((KIND_EXTERNAL, topic, partition, len(self.rows), timestamp,
                               key, value, hs, None))
@@ -148,7 +153,8 @@ class StageRunner:
     def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int,
                  persistence: TaskStatePersistence, config: dict[str, Any],
                  queryable_stores: list[str], topic_partitions: dict[str, int],
-                 streamed: bool = False, output: OutputWriter | None = None) -> None:
+                 streamed: bool = False, output: OutputWriter | None = None,
+                 metrics: Any = None) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
@@ -160,6 +166,9 @@ class StageRunner:
         self.streamed = streamed
         # a distributed OutputWriter: the task writes its records for external topics itself
         self.output = output
+        # a Spark accumulator of counts (see streamtable.serving.metrics): records in and out
+        # per topic, dropped per reason, dead-lettered
+        self.metrics = metrics
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.streamed:
@@ -234,7 +243,9 @@ class StageRunner:
                     # with caching, the last change per key per micro-batch: never evict early
                     cache_max_entries=sys.maxsize, wiring=wiring)
         task.stream_time = state.stream_time
+        received: dict[str, int] = {}
         for raw in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
+            received[raw.topic] = received.get(raw.topic, 0) + 1
             task.process(raw)
         task.commit()
         state.stream_time = task.stream_time
@@ -246,7 +257,26 @@ class StageRunner:
         for name in self.queryable_stores:
             if changes.get(name):
                 collector.add_store_changes(name, changes[name])
+        if self.metrics is not None:
+            self.metrics.add(_task_counts(received, wiring.internal_topics, collector, task))
         return collector.to_batch()
+
+
+def _task_counts(received: dict[str, int], internal: frozenset[str], collector: _Collector,
+                 task: Task) -> Counter[str]:
+    """What a task did in a batch, as the counts of :class:`~streamtable.serving.metrics.
+    AppMetrics` (``records_in:<topic>`` ...)."""
+    counts: Counter[str] = Counter()
+    for topic, n in received.items():
+        if topic not in internal:
+            counts[f"{RECORDS_IN}:{topic}"] += n
+    for topic, n in collector.sent.items():
+        counts[f"{RECORDS_OUT}:{topic}"] += n
+    for reason, n in task.dropped.items():
+        counts[f"{DROPPED}:{reason}"] += n
+    if task.dead_lettered:
+        counts[DEAD_LETTERED] += task.dead_lettered
+    return counts
 
 
 def _input_schema() -> pa.Schema:

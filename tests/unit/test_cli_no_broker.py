@@ -1,0 +1,29 @@
+"""`streamtable run` with no broker at the address fails at once with one sentence."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from streamtable.kafka.broker import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_no_broker_is_one_sentence_within_seconds(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamtable.cli", "run",
+         str(ROOT / "examples" / "word_count" / "app.py"), "--bootstrap-servers", address,
+         "--state-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"streamtable: cannot reach Kafka at {address} "
+                                f"({address}: connection refused)"), proc.stderr
+    assert "Traceback" not in proc.stderr and "KafkaException" not in proc.stderr
+    assert took < 15, took  # the client's own retries would take 10 s and more

@@ -75,7 +75,7 @@ def test_a_bad_record_stops_the_run_with_one_readable_paragraph(bootstrap: str,
     assert ours[0].endswith(f"Spark's full error is in {log_file.resolve()}.")
     # Spark's and py4j's stack traces are in that file, not on the console
     for java in ("at org.apache", "py4j", "Traceback"):
-        assert java not in err, err[-3000:]
+        assert java not in err, err[max(0, err.find(java) - 500):][:3000]
     logged = log_file.read_text()
     assert "at org.apache.spark" in logged and "py4j" in logged
     assert "streamtable.errors.DeserializationError" in logged

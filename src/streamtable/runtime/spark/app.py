@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import cloudpickle
-from pyspark.accumulators import AccumulatorParam
 
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import (
@@ -31,6 +30,12 @@ from streamtable.errors import ApplicationFailedError
 from streamtable.kafka.output import KafkaOutput
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
+from streamtable.runtime.spark.progress import (
+    _APPS,
+    CountsParam,
+    ensure_progress_listener,
+    remove_progress_listener,
+)
 from streamtable.runtime.spark.stage import (
     KIND_EXTERNAL,
     KIND_INTERNAL,
@@ -46,9 +51,6 @@ from streamtable.storage import join
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
-# a line per micro-batch (records, rate, lag); `streamtable run` on a terminal shows one
-# updating line instead
-progress_log = logging.getLogger("streamtable.progress")
 
 
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
@@ -81,6 +83,11 @@ class StreamsApp:
     The engine's ports can be given: ``output`` (an ``OutputWriter``; default: Kafka, written
     by each task on its executor), ``serving`` (a ``ServingStore``) and ``task_state`` (a
     ``TaskStatePersistence``; default: files under ``state.location``).
+
+    Watching it: ``metrics`` (an :class:`~streamtable.serving.metrics.AppMetrics`: records in
+    and out per topic, dropped, dead-lettered, lag, batch time), ``health()``, and, when this
+    app starts Spark's JVM, Spark's log in ``log_file`` (``<state.dir>/<application.id>/
+    streamtable.log``; on the console too with ``verbose``).
     """
 
     def __init__(
@@ -302,7 +309,7 @@ class StreamsApp:
 
     def _task_counts(self) -> Any:
         if self._counts is None:
-            self._counts = self.spark.sparkContext.accumulator(Counter(), _CountsParam())
+            self._counts = self.spark.sparkContext.accumulator(Counter(), CountsParam())
         return self._counts
 
     def health(self) -> tuple[bool, dict[str, Any]]:
@@ -416,7 +423,7 @@ class StreamsApp:
             interval = int(self.config["commit.interval.ms"])
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
-        _ensure_progress_listener(spark)
+        ensure_progress_listener(spark)
         _APPS[self.application_id] = self
         check_shared_location(spark, self.shared_location)
         self._source_by_partition = True
@@ -464,7 +471,7 @@ class StreamsApp:
             if self._spark is not None and not self._spark.streams.active:
                 # no query left to report on: a Python listener still registered when the
                 # JVM shuts down would be called after Python's side is gone
-                _remove_progress_listener(self._spark)
+                remove_progress_listener(self._spark)
 
     def store(self, name: str) -> QueryableStore:
         """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``). Raises
@@ -489,32 +496,6 @@ class StreamsApp:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-_LISTENERS: dict[int, Any] = {}
-# the running applications by query name, for the progress listener
-_APPS: dict[str, StreamsApp] = {}
-
-
-class _CountsParam(AccumulatorParam):
-    """Tasks' counts (``Counter``) summed on the driver."""
-
-    def zero(self, value: Any) -> Counter[str]:
-        return Counter()
-
-    def addInPlace(self, value1: Any, value2: Any) -> Any:
-        value1.update(value2)
-        return value1
-
-
-def _remove_progress_listener(spark: Any) -> None:
-    listener = _LISTENERS.pop(id(spark), None)
-    if listener is not None:
-        try:  # let the events already posted reach it first
-            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(5000)
-        except Exception as e:
-            log.debug("listener bus not drained: %s", e)
-        spark.streams.removeListener(listener)
 
 
 class _WarmWorkers:
@@ -548,41 +529,3 @@ def _warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
     thread = threading.Thread(target=warm, name="streamtable-warm-up", daemon=True)
     thread.start()
     return thread
-
-
-def _ensure_progress_listener(spark: Any) -> None:
-    """One log line per micro-batch: records in, time taken, rate."""
-    if id(spark) in _LISTENERS:
-        return
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class _Progress(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            pass
-
-        def onQueryProgress(self, event: Any) -> None:
-            p = event.progress
-            app = _APPS.get(p.name)
-            lag = None
-            if app is not None:
-                app._on_progress(p)
-                lag = app.metrics.total_lag
-            rows = p.numInputRows
-            if rows == 0:
-                return
-            ms = p.batchDuration or 1
-            progress_log.info("%s batch %d: %d records in %.2f s (%.0f records/s)%s",
-                              p.name, p.batchId, rows, ms / 1000, rows * 1000 / ms,
-                              "" if lag is None else f", {lag} behind")
-
-        def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
-            if event.exception:
-                # StreamsApp.raise_if_failed (the CLI, the query server) reports it in full
-                log.debug("query %s failed: %s", event.id, event.exception)
-
-    listener = _Progress()
-    spark.streams.addListener(listener)
-    _LISTENERS[id(spark)] = listener

@@ -44,7 +44,7 @@ def quiet_on_closed_connections() -> None:
     def worker(sock: Any, authenticated: bool) -> int:
         try:
             return int(serve(sock, authenticated))
-        except (BrokenPipeError, ConnectionResetError):
+        except (OSError, EOFError):  # the connection, not the task: the JVM has the story
             return 1
 
     pyspark.daemon.worker = worker

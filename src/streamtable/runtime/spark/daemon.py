@@ -32,20 +32,19 @@ def preload() -> None:
 
 def quiet_on_closed_connections() -> None:
     """A worker whose connection the JVM closed (it cancelled the task: the query failed or
-    stops) ends without printing a traceback to the application's console."""
+    stops) ends as PySpark ends it, at once with exit code 1, but without printing a traceback
+    to the application's console."""
     import os
 
     import pyspark.daemon
 
-    # PySpark then raises a failed flush instead of printing it
-    os.environ["PYTHON_DAEMON_KILL_WORKER_ON_FLUSH_FAILURE"] = "1"
     serve = pyspark.daemon.worker
 
     def worker(sock: Any, authenticated: bool) -> int:
         try:
             return int(serve(sock, authenticated))
         except (OSError, EOFError):  # the connection, not the task: the JVM has the story
-            return 1
+            os._exit(1)
 
     pyspark.daemon.worker = worker
 

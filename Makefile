@@ -4,12 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test test-fast test-cluster soak lint demo bench clean
+.PHONY: install test test-fast test-cluster soak lint demo bench clean config-docs docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,broker,dev,service,postgres]'
+	$(PY) -m pip install -q -e '.[spark,broker,dev,service,postgres,docs]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -36,6 +36,14 @@ lint: install
 	$(PY) -m ruff check src tests
 	$(PY) -m mypy src
 
+# docs/configuration.md is generated from the settings' definitions in src/streamtable/config.py
+config-docs: install
+	$(PY) -m streamtable.cli config > docs/configuration.md
+
+# the documentation site (mkdocs + mkdocstrings) into site/; any warning is an error
+docs: install
+	$(PY) -m mkdocs build --strict
+
 demo: install
 	$(PY) -m examples.share_holders.demo $(ARGS)
 
@@ -43,4 +51,4 @@ bench: install
 	$(PY) -m bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) .streamtable .pytest_cache
+	rm -rf $(VENV) .streamtable .pytest_cache site

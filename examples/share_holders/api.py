@@ -20,14 +20,17 @@ Interactive documentation is at ``/docs`` (OpenAPI schema at ``/openapi.json``).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Protocol
 
-from fastapi import FastAPI, HTTPException, Path, status
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import FastAPI, HTTPException, Path, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .emails import HOLDERS_STORE, POSITIONS_STORE, ReadableStore, read_share_holder
-from .producer import ProduceError
+from .producer import ProduceError, check_position_id
 
 log = logging.getLogger("share_holders.api")
 
@@ -39,12 +42,16 @@ __all__ = [
     "Position",
     "ShareHolder",
     "Accepted",
+    "BodySizeLimit",
     "create_api",
     "resolve_store",
 ]
 
 TICKER_PATTERN = r"^[A-Z]+$"
 EXCHANGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+# a position or a ticker's reference data is well under a kilobyte: a body larger than this is
+# refused with 413 before it is read
+MAX_BODY_BYTES = 64 * 1024
 
 
 class PositionWriter(Protocol):
@@ -61,7 +68,16 @@ class PositionWriter(Protocol):
 # -- models ----------------------------------------------------------------------------------
 Ticker = Annotated[str, Path(pattern=TICKER_PATTERN, description="upper-case letters, e.g. AAPL",
                              examples=["AAPL"])]
-PositionId = Annotated[int, Path(ge=0, description="the position id", examples=[1])]
+PositionId = Annotated[int, Path(ge=0, examples=[1],
+                                 description="the position id, 0 to 2**63-1 (a signed 64-bit "
+                                             "integer, the topic's key)"),
+                       AfterValidator(check_position_id)]
+
+
+def _finite(amount: int | float) -> int | float:
+    if not math.isfinite(amount):
+        raise ValueError(f"amount must be a finite number, got {amount}")
+    return amount
 
 
 class RefDataIn(BaseModel):
@@ -90,8 +106,8 @@ class PositionIn(BaseModel):
     )
     client: str = Field(min_length=1, description="the client's id")
     ticker: str = Field(pattern=TICKER_PATTERN, description="upper-case letters, e.g. AAPL")
-    amount: Annotated[int | float, Field(ge=0, allow_inf_nan=False,
-                                         description="shares held; 0 closes the position")]
+    amount: Annotated[int | float, AfterValidator(_finite),
+                      Field(ge=0, description="shares held; 0 closes the position")]
     exchange: str | None = Field(
         default=None, pattern=EXCHANGE_PATTERN,
         description="optional; the reference data's exchange is used when it has one",
@@ -125,6 +141,47 @@ class Accepted(BaseModel):
     status: Literal["set", "closed"]
 
 
+class BodySizeLimit:
+    """ASGI middleware answering 413 to a request whose body is over ``max_bytes``: at once
+    when its Content-Length says so, else once the bytes read pass the limit (the body, at
+    most ``max_bytes``, is read before the endpoint runs).
+
+    >>> api.add_middleware(BodySizeLimit, max_bytes=64 * 1024)        # doctest: +SKIP
+    """
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = JSONResponse({"detail": f"request body over the limit of {self.max_bytes} "
+                                            f"bytes"},
+                                 status_code=status.HTTP_413_CONTENT_TOO_LARGE)
+        length = dict(scope.get("headers") or ()).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await too_large(scope, receive, send)
+            return
+        messages = []
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await too_large(scope, receive, send)
+                return
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
 # -- the app ---------------------------------------------------------------------------------
 def resolve_store(stores: Mapping[str, ReadableStore] | Callable[[str], ReadableStore],
                   name: str) -> ReadableStore:
@@ -156,6 +213,13 @@ def create_api(producer: PositionWriter,
         ),
         version="1.0",
     )
+    api.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+
+    @api.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # the errors quote the input, which JSON cannot carry when it is NaN or infinite
+        return JSONResponse({"detail": _json_safe(exc.errors())},
+                            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
 
     def write(action: Callable[[], Any]) -> Any:
         try:
@@ -232,6 +296,18 @@ def create_api(producer: PositionWriter,
                                            POSITIONS_STORE: len(positions)}}
 
     return api
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, BaseException):
+        return str(value)
+    return value
 
 
 def _position_fields(value: Mapping[str, Any]) -> dict[str, Any]:

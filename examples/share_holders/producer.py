@@ -51,11 +51,19 @@ class ProduceError(RuntimeError):
     """Kafka did not acknowledge a record (the broker is down, the topic is missing, ...)."""
 
 
-def _check_id(position_id: Any) -> int:
+MAX_POSITION_ID = 2**63 - 1
+
+
+def check_position_id(position_id: Any) -> int:
+    """A position id: an integer from 0 to 2**63 - 1 (a signed 64-bit integer, what Kafka
+    clients and the serving stores hold as a key); ValueError saying why not."""
     if isinstance(position_id, bool) or not isinstance(position_id, int):
         raise ValueError(f"position id must be an integer, got {position_id!r}")
     if position_id < 0:
         raise ValueError(f"position id must be >= 0, got {position_id}")
+    if position_id > MAX_POSITION_ID:
+        raise ValueError(f"position id must fit a signed 64-bit integer (at most "
+                         f"{MAX_POSITION_ID}), got {position_id}")
     return position_id
 
 
@@ -91,7 +99,7 @@ def validate_position(position_id: Any, client: Any, ticker: Any, amount: Any,
     ...
     ValueError: amount must be >= 0, got -1
     """
-    pid = _check_id(position_id)
+    pid = check_position_id(position_id)
     if not isinstance(client, str) or not client.strip():
         raise ValueError(f"client must be a non-empty string, got {client!r}")
     _check_ticker(ticker)
@@ -188,7 +196,7 @@ class ShareHoldersProducer:
 
     def close_position(self, position_id: int) -> None:
         """Close a position: a tombstone for its key."""
-        _check_id(position_id)
+        check_position_id(position_id)
         self._send(self.positions_topic, position_id, None)
         log.info("position %d closed", position_id)
 

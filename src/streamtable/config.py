@@ -1,6 +1,10 @@
 """Configuration, keyed like Kafka Streams' where Kafka Streams has the key.
 
->>> cfg = StreamsConfig({"application.id": "app", "cache.max.bytes.buffering": 0})
+Every setting is defined once, in :data:`SETTINGS`: its default, what values it takes and what it
+means. Values are checked when a :class:`StreamsConfig` is made (strings from the command line are
+converted), and ``streamtable config`` prints the table of them all.
+
+>>> cfg = StreamsConfig({"application.id": "app", "cache.max.bytes.buffering": "0"})
 >>> cfg.caching_enabled
 False
 """
@@ -8,42 +12,152 @@ False
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from streamtable.serde import Serde, serde_from
 
-DEFAULTS: dict[str, Any] = {
-    "application.id": "streamtable-app",
-    "bootstrap.servers": "localhost:9092",
-    "cache.max.bytes.buffering": 10 * 1024 * 1024,
-    "commit.interval.ms": 1000,
-    "default.key.serde": "json",
-    "default.value.serde": "json",
-    # "fail" (stop with an error naming the record) or "continue" (log, count, skip)
-    "default.deserialization.exception.handler": None,
-    "processing.exception.handler": None,
-    "errors.dead.letter.queue.topic.name": None,
-    "processing.guarantee": "exactly_once_v2",
-    "num.partitions": None,
-    "state.dir": ".streamtable",
-    # where tasks keep durable state (Spark runtime): a directory or a URL every executor
-    # reaches (s3://bucket/prefix, gs://, hdfs://); None: state.dir
-    "state.location": None,
-    # tasks' working copies (Spark runtime): "in_memory" (dicts in the Python workers) or
-    # "rocksDB" (on the local disk under state.dir: state larger than memory, kept across
-    # restarts), as Kafka Streams' key of the same name
-    "default.dsl.store": "in_memory",
-    # the cap of one micro-batch (Spark runtime): large batches when behind, small when caught up
-    "max.records.per.batch": 500_000,
-    # the first batch after a start (Spark runtime; None: a sixteenth of max.records.per.batch),
-    # growing fourfold per batch up to max.records.per.batch
-    "first.batch.records": None,
-    # how long the application waits for an unreachable Kafka (planning a batch, reading,
-    # writing) before it stops with an error, as Kafka Streams' key of the same name
-    "task.timeout.ms": 300_000,
-    "serving.url": None,  # the serving store: postgresql://... or a SQLite file (None: state.dir)
+
+class ConfigError(ValueError):
+    """A setting streamtable does not know (the message suggests the closest known one), or a
+    value it does not take (the message names the key, the value and what is expected)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: ``kafka`` says whether Kafka Streams has the key (with the same meaning);
+    ``expected`` describes the values taken and ``check`` converts or rejects one."""
+
+    key: str
+    default: Any
+    expected: str
+    meaning: str
+    kafka: bool
+    check: Callable[[Any], Any]
+
+
+def _integer(minimum: int, optional: bool = False) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool):
+            raise ValueError
+        if isinstance(value, str):
+            value = int(value.strip().replace("_", ""))
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or value < minimum:
+            raise ValueError
+        return value
+    return check
+
+
+def _text(optional: bool = False) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError
+        return value.strip()
+    return check
+
+
+def _choice(*choices: str, aliases: Mapping[str, str] | None = None,
+            optional: bool = False) -> Callable[[Any], Any]:
+    lookup = {c.lower().replace("_", ""): c for c in choices}
+    for alias, choice in (aliases or {}).items():
+        lookup[alias.lower()] = choice
+
+    def check(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        found = lookup.get(str(value).strip().lower().replace("_", ""))
+        if found is None:
+            raise ValueError
+        return found
+    return check
+
+
+def _serde(value: Any) -> Any:
+    if isinstance(value, Serde):
+        return value
+    if not isinstance(value, str):
+        raise ValueError
+    serde_from(value)  # raises ValueError for an unknown name
+    return value
+
+
+_HANDLER_ALIASES = {  # Kafka Streams' handler class names
+    "logandfailexceptionhandler": "fail", "logandfailprocessingexceptionhandler": "fail",
+    "logandcontinueexceptionhandler": "continue",
+    "logandcontinueprocessingexceptionhandler": "continue",
 }
+SERDE_NAMES = "json, string, int, long, double, bytes, pickle, or a Serde instance"
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("application.id", "streamtable-app", "a non-empty string",
+            "Names the application: its state directory, its consumer group and Spark query. "
+            "The CLI defaults it to the application file's name.", True, _text()),
+    Setting("bootstrap.servers", "localhost:9092", "host:port[,host:port...]",
+            "The Kafka brokers to connect to.", True, _text()),
+    Setting("cache.max.bytes.buffering", 10 * 1024 * 1024, "an integer >= 0",
+            "Record cache size: 0 forwards every change of a KTable downstream; otherwise the "
+            "last change per key per micro-batch (as bytes, at 256 bytes per entry).",
+            True, _integer(0)),
+    Setting("commit.interval.ms", 1000, "an integer >= 0",
+            "The micro-batch trigger interval (0: the next batch as soon as one ends).",
+            True, _integer(0)),
+    Setting("default.key.serde", "json", SERDE_NAMES,
+            "Serde of keys where the topology names none.", True, _serde),
+    Setting("default.value.serde", "json", SERDE_NAMES,
+            "Serde of values where the topology names none.", True, _serde),
+    Setting("default.deserialization.exception.handler", None,
+            "fail | continue (or Kafka Streams' LogAndFail/LogAndContinue class names)",
+            "A record whose key or value cannot be decoded: fail (stop with an error naming the "
+            "record) or continue (log, count, skip). Default: fail, or continue when a "
+            "dead-letter topic is set.", True,
+            _choice("fail", "continue", aliases=_HANDLER_ALIASES, optional=True)),
+    Setting("processing.exception.handler", None,
+            "fail | continue (or Kafka Streams' LogAndFail/LogAndContinue class names)",
+            "A user function raising on a record: fail or continue, as above.", True,
+            _choice("fail", "continue", aliases=_HANDLER_ALIASES, optional=True)),
+    Setting("errors.dead.letter.queue.topic.name", None, "a topic name, or unset",
+            "Where records skipped by a handler are written, with the error in headers "
+            "(KIP-1034).", True, _text(optional=True)),
+    Setting("processing.guarantee", "exactly_once_v2", "exactly_once_v2 | at_least_once",
+            "Accepted for compatibility: the Spark runtime is always exactly-once (batch-id "
+            "replay).", True, _choice("exactly_once_v2", "at_least_once")),
+    Setting("num.partitions", None, "an integer >= 1, or unset",
+            "Tasks of a sub-topology fed by no source topic (default 1).", False,
+            _integer(1, optional=True)),
+    Setting("state.dir", ".streamtable", "a directory",
+            "This machine's directory: the query's checkpoint, the SQLite serving store, "
+            "RocksDB working copies, the log file.", True, _text()),
+    Setting("state.location", None, "a directory or URL (s3://, gs://, hdfs://), or unset",
+            "Where tasks keep durable state (Spark runtime); every executor must reach it. "
+            "Default: state.dir.", False, _text(optional=True)),
+    Setting("default.dsl.store", "in_memory", "in_memory | rocksDB",
+            "Tasks' working copies of their stores: dicts in the Python workers, or RocksDB on "
+            "the local disk under state.dir (state larger than memory).", True,
+            _choice("in_memory", "rocksDB")),
+    Setting("max.records.per.batch", 500_000, "an integer >= 1",
+            "The cap of one micro-batch (Spark runtime): large batches when behind, small "
+            "when caught up.", False, _integer(1)),
+    Setting("first.batch.records", None, "an integer >= 1, or unset",
+            "The first batch after a start (default: a sixteenth of max.records.per.batch), "
+            "growing fourfold per batch up to max.records.per.batch.", False,
+            _integer(1, optional=True)),
+    Setting("task.timeout.ms", 300_000, "an integer >= 0",
+            "How long a batch waits for an unreachable Kafka (planning, reading, writing), "
+            "saying every ten seconds what it waits for, before the application stops with an "
+            "error.", True, _integer(0)),
+    Setting("serving.url", None, "postgresql://... or a SQLite file path, or unset",
+            "Where the queryable stores are served from (default: SQLite in state.dir).",
+            False, _text(optional=True)),
+)
+SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+DEFAULTS: dict[str, Any] = {s.key: s.default for s in SETTINGS}
 
 # Kafka client settings: keys with these prefixes (security) are librdkafka's own and go, as they
 # are, to every consumer, producer and admin client the application creates; any other librdkafka
@@ -101,14 +215,9 @@ def kafka_client_config(config: StreamsConfig | Mapping[str, Any]) -> dict[str, 
         out[name] = value
     return out
 
-
 # Kafka Streams sizes its cache in bytes; we hold Python objects, so bytes become entries at
 # this assumed size per entry.
 CACHE_BYTES_PER_ENTRY = 256
-
-
-class ConfigError(ValueError):
-    """A setting streamtable does not know (the message suggests the closest known one)."""
 
 
 def _check_key(key: str) -> None:
@@ -122,6 +231,46 @@ def _check_key(key: str) -> None:
         f"unknown setting {key!r}: {hint}streamtable's settings are "
         f"{', '.join(sorted(DEFAULTS))}; Kafka client settings are security.*, sasl.*, ssl.* "
         f"and kafka.<librdkafka key>")
+
+
+def check_value(key: str, value: Any) -> Any:
+    """The value of ``key`` converted to its type, or a :class:`ConfigError` naming the key,
+    the value and what is expected.
+
+    >>> check_value("commit.interval.ms", "500")
+    500
+    >>> check_value("default.dsl.store", "rocksdb")
+    'rocksDB'
+    >>> check_value("commit.interval.ms", "soon")
+    Traceback (most recent call last):
+    ...
+    streamtable.config.ConfigError: commit.interval.ms = 'soon': expected an integer >= 0
+    """
+    setting = SETTINGS_BY_KEY[key]
+    try:
+        return setting.check(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} = {value!r}: expected {setting.expected}") from None
+
+
+def settings_table() -> str:
+    """Every setting as a Markdown table (what ``streamtable config`` prints and
+    ``docs/configuration.md`` holds).
+
+    >>> settings_table().splitlines()[2].startswith("| `application.id` |")
+    True
+    """
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| Key | Default | Values | Meaning | Kafka Streams' key? |",
+             "| --- | --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        default = "unset" if s.default is None else f"`{s.default}`"
+        origin = "yes" if s.kafka else "streamtable only"
+        lines.append(f"| `{s.key}` | {default} | {cell(s.expected)} | {cell(s.meaning)} | "
+                     f"{origin} |")
+    return "\n".join(lines) + "\n"
 
 
 class StreamsConfig:
@@ -140,7 +289,8 @@ class StreamsConfig:
         for k, v in (settings or {}).items():
             key = k.replace("_", ".") if k not in DEFAULTS and "." not in k else k
             _check_key(key)
-            self._values[key] = v
+            # Kafka client settings are librdkafka's to check
+            self._values[key] = v if is_client_key(key) else check_value(key, v)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._values.get(key, default)
@@ -191,18 +341,25 @@ class StreamsConfig:
 
     @property
     def rocksdb_stores(self) -> bool:
-        value = str(self._values["default.dsl.store"]).lower().replace("_", "")
-        if value not in ("inmemory", "rocksdb"):
-            raise ValueError(f"default.dsl.store must be 'rocksDB' or 'in_memory', got "
-                             f"{self._values['default.dsl.store']!r}")
-        return value == "rocksdb"
+        return bool(self._values["default.dsl.store"] == "rocksDB")
 
     def handler(self, key: str) -> str:
         """``fail`` or ``continue``; with a dead-letter topic the default is ``continue``."""
         value = self._values.get(key)
         if value is None:
             return "continue" if self.dead_letter_topic else "fail"
-        value = str(value).lower()
-        if value not in ("fail", "continue"):
-            raise ValueError(f"{key} must be 'fail' or 'continue', got {value!r}")
-        return value
+        return str(value)
+
+
+def configuration_page() -> str:
+    """The configuration reference page: ``streamtable config`` prints it, and
+    ``make config-docs`` writes it to ``docs/configuration.md``."""
+    return (
+        "# Configuration\n\n"
+        "Settings are given as the `config` dict of an application file, as "
+        "`StreamsApp(config=...)`, or on the command line (`--config key=value`, repeatable). "
+        "Keys are Kafka Streams' where Kafka Streams has the setting; `_` may stand for `.`. "
+        "An unknown key or a value of the wrong type stops the application at start with an "
+        "error naming the key, the value and what is expected.\n\n"
+        "This page is generated from `streamtable/config.py` by `make config-docs` "
+        "(`streamtable config`).\n\n" + settings_table())

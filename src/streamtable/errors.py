@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class StreamsError(Exception):
     """Base class of every error raised by streamtable."""
@@ -14,9 +16,16 @@ class TopologyError(StreamsError):
 class RecordError(StreamsError):
     """A record could not be handled.
 
-    The message names the record by ``topic``, ``partition`` and ``offset`` so that it can be
-    found with any Kafka tool, and the operator (``processor``) where it failed.
+    The message names the record by ``topic``, ``partition``, ``offset`` and ``key`` (its
+    bytes, shown as text when they are UTF-8) so that it can be found with any Kafka tool, and
+    the operator (``processor``) where it failed. ``advice`` says what a user can do about it.
+
+    >>> print(DeserializationError("cannot decode value", topic="t", partition=0, offset=7,
+    ...                            key=b"k1", processor="KSTREAM-SOURCE-0"))
+    cannot decode value [topic='t' partition=0 offset=7 key='k1' processor=KSTREAM-SOURCE-0]
     """
+
+    advice = "see the log file for the full error"
 
     def __init__(
         self,
@@ -26,24 +35,53 @@ class RecordError(StreamsError):
         partition: int | None = None,
         offset: int | None = None,
         processor: str | None = None,
+        key: bytes | None = None,
     ) -> None:
         self.reason = reason
         self.topic = topic
         self.partition = partition
         self.offset = offset
         self.processor = processor
+        self.key = key
         where = f"topic={topic!r} partition={partition} offset={offset}"
+        if key is not None:
+            where += f" key={show_key(key)}"
         if processor:
             where += f" processor={processor}"
         super().__init__(f"{reason} [{where}]")
 
 
+def show_key(key: bytes) -> str:
+    """A record key for a message: its text when it is short UTF-8, else its bytes in hex.
+
+    >>> print(show_key(b'"client1"'), show_key(bytes([255, 0])))
+    '"client1"' 0xff00
+    """
+    try:
+        text = key.decode()
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and text.isprintable() and len(text) <= 200:
+        return repr(text)
+    return "0x" + key[:100].hex() + ("..." if len(key) > 100 else "")
+
+
 class DeserializationError(RecordError):
     """A record's key or value could not be decoded by its serde."""
+
+    advice = ("produce records the topic's serde can read, or set "
+              "default.deserialization.exception.handler=continue to skip such records (counted "
+              "and logged), or errors.dead.letter.queue.topic.name=<topic> to set them aside; "
+              "a new run resumes at the failed batch")
 
 
 class ProcessingError(RecordError):
     """A user function (predicate, mapper, aggregator, ...) raised while processing a record."""
+
+    advice = ("fix the operator's function for such records, or set "
+              "processing.exception.handler=continue to skip them (counted and logged), or "
+              "errors.dead.letter.queue.topic.name=<topic> to set them aside; a new run resumes "
+              "at the failed batch")
 
 
 class StorageError(StreamsError, OSError):
@@ -59,3 +97,41 @@ class StorageError(StreamsError, OSError):
         super().__init__(f"cannot {action} {path}: {error}")
         self.path = path
         self.errno = error.errno
+
+
+class ApplicationFailedError(StreamsError):
+    """The application's query died; what it serves is no longer kept up to date.
+
+    The message is one paragraph: what failed (the streamtable error inside Spark's, which
+    names the record by topic, partition, offset and key, and the operator), what to do, and
+    where Spark's full error is (``log_file``).
+
+    >>> e = ApplicationFailedError("word-count", "...\\nstreamtable.errors.DeserializationError:"
+    ...     " cannot decode value [topic='lines' partition=0 offset=1 key='k']\\n  at org...")
+    >>> e.cause
+    "DeserializationError: cannot decode value [topic='lines' partition=0 offset=1 key='k']"
+    >>> e.advice.startswith("produce records the topic's serde can read")
+    True
+    """
+
+    def __init__(self, application_id: str, error: str, log_file: Path | str | None = None
+                 ) -> None:
+        import re
+
+        self.application_id = application_id
+        self.log_file = log_file
+        found = re.findall(r"streamtable\.errors\.(\w+): (.+)", error)
+        if found:
+            name, message = found[-1]
+            self.cause = f"{name}: {message.strip()}"
+            kind = globals().get(name)
+            advice = getattr(kind, "advice", None)
+        else:
+            self.cause = "The error: " + (error.strip().splitlines() or ["(none)"])[0]
+            advice = None
+        where = f"Spark's full error is in {log_file}" if log_file else (
+            "Spark's full error is in its driver log")
+        self.advice = advice or "see Spark's full error"
+        super().__init__(
+            f"{application_id} has stopped: its query failed, so its stores are no longer "
+            f"updated. {self.cause.rstrip('.')}. What to do: {self.advice}. {where}.")

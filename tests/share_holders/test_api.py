@@ -133,6 +133,50 @@ def test_invalid_writes_are_422_with_a_reason_and_write_nothing(client, bootstra
     assert read_topic(bootstrap, topics[0]) == [] and read_topic(bootstrap, topics[1]) == []
 
 
+def test_non_finite_amounts_are_422_at_validation(client, bootstrap, topics):
+    # Python's JSON parser reads NaN, Infinity and 1e400 (an overflow to inf): none is a number
+    # of shares, and the 422 itself must be valid JSON
+    for amount in ("NaN", "Infinity", "-Infinity", "1e400"):
+        r = client.put("/positions/1", content=f'{{"client": "c", "ticker": "AAPL", '
+                                                f'"amount": {amount}}}',
+                       headers={"content-type": "application/json"})
+        assert r.status_code == 422, (amount, r.text)
+        assert "amount must be a finite number" in json.dumps(r.json()["detail"]), r.text
+    assert read_topic(bootstrap, topics[0]) == []
+
+
+def test_a_position_id_beyond_64_bits_is_422_on_every_route(client, bootstrap, topics):
+    huge = "1" + "0" * 22
+    body = {"client": "c", "ticker": "AAPL", "amount": 1}
+    for r in (client.put(f"/positions/{huge}", json=body), client.delete(f"/positions/{huge}"),
+              client.get(f"/positions/{huge}"), client.put(f"/positions/{2**63}", json=body)):
+        assert r.status_code == 422, r.text
+        assert "must fit a signed 64-bit integer" in json.dumps(r.json()["detail"]), r.text
+    assert read_topic(bootstrap, topics[0]) == []
+    assert client.put(f"/positions/{2**63 - 1}", json=body).status_code == 202
+
+
+def test_a_body_over_the_limit_is_413(client, bootstrap, topics):
+    from examples.share_holders.api import MAX_BODY_BYTES
+
+    big = {"client": "c" * MAX_BODY_BYTES, "ticker": "AAPL", "amount": 1}
+    r = client.put("/positions/1", json=big)
+    assert r.status_code == 413 and "over the limit of" in r.json()["detail"], r.text
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit counts the bytes read
+        yield b'{"client": "'
+        for _ in range(MAX_BODY_BYTES // 1000 + 1):
+            yield b"c" * 1000
+        yield b'", "ticker": "AAPL", "amount": 1}'
+
+    r = client.put("/positions/1", content=chunks(), headers={"content-type": "application/json"})
+    assert "content-length" not in r.request.headers
+    assert r.status_code == 413 and "over the limit of" in r.json()["detail"], r.text
+    assert read_topic(bootstrap, topics[0]) == []
+    small = client.put("/positions/1", json={**big, "client": "c" * 1000})
+    assert small.status_code == 202, small.text
+
+
 def test_kafka_down_is_503(store_writer):
     dead = ShareHoldersProducer(f"127.0.0.1:{free_port()}", timeout=0.5)
     api = TestClient(create_api(dead, store_writer.stores()))

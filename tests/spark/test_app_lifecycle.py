@@ -8,7 +8,8 @@ import pytest
 from tests.spark.kafka_util import new_topics, produce
 
 from streamtable.cli import load_app
-from streamtable.runtime.spark.app import _LISTENERS, ApplicationFailedError, StreamsApp
+from streamtable.runtime.spark.app import ApplicationFailedError, StreamsApp
+from streamtable.runtime.spark.progress import _LISTENERS
 
 pytestmark = pytest.mark.spark
 

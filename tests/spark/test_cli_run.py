@@ -56,15 +56,31 @@ def test_ctrl_c_stops_cleanly(bootstrap: str, tmp_path: Path) -> None:
     assert "stopping" in err
 
 
-def test_a_bad_record_stops_the_run_with_one_readable_line(bootstrap: str,
-                                                           tmp_path: Path) -> None:
+def test_a_bad_record_stops_the_run_with_one_readable_paragraph(bootstrap: str,
+                                                                tmp_path: Path) -> None:
     src, out = new_topics(bootstrap, 1, "cli-bad-lines", "cli-bad-counts")
-    produce(bootstrap, src, [(None, b'"fine"'), (None, b"not json")])
+    produce(bootstrap, src, [(b'"a"', b'"fine"'), (b'"b"', b"not json")])
     proc = _run(_app_file(tmp_path, src, out, "json"), bootstrap, tmp_path / "state",
                 "--until-caught-up")
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 1, err[-3000:]
     ours = [line for line in err.splitlines() if line.startswith("streamtable: ")]
     assert len(ours) == 1, err[-3000:]
+    # what failed, which record and operator, what to do, where the rest is
     assert "DeserializationError: cannot decode value" in ours[0]
-    assert f"topic='{src}'" in ours[0] and "partition=0" in ours[0] and "offset=1" in ours[0]
+    assert (f"topic='{src}' partition=0 offset=1 key='\"b\"' "
+            "processor=KSTREAM-SOURCE-0000000000]") in ours[0]
+    assert "What to do: " in ours[0] and "default.deserialization.exception.handler" in ours[0]
+    log_file = tmp_path / "state" / "cli-app" / "streamtable.log"
+    assert ours[0].endswith(f"Spark's full error is in {log_file.resolve()}.")
+    # Spark's and py4j's stack traces are in that file, not on the console
+    for java in ("at org.apache", "py4j", "Traceback"):
+        assert java not in err, err[max(0, err.find(java) - 500):][:3000]
+    logged = log_file.read_text()
+    assert "at org.apache.spark" in logged and "py4j" in logged
+    assert "streamtable.errors.DeserializationError" in logged
+    # our own lines carry time, level and logger name, on the console and in the file
+    started = [line for line in err.splitlines() if "started cli-app" in line]
+    assert len(started) == 1 and " INFO streamtable.app: started" in started[0], err
+    assert started[0][:4].isdigit()
+    assert started[0] in logged

@@ -17,8 +17,8 @@ from tests.spark.harness import (
 )
 
 from streamtable import StreamsBuilder
+from streamtable.errors import ApplicationFailedError
 from streamtable.runtime.spark import StreamsApp
-from streamtable.runtime.spark.app import _reason
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +65,7 @@ def test_unwritable_state_fails_the_batch_naming_the_path_then_a_restart_recover
         else:
             os.remove(tasks)
             shutil.move(tasks + ".aside", tasks)
-    reason = _reason(str(info.value))
+    reason = ApplicationFailedError("app", str(info.value)).cause
     if mounted:
         assert reason.startswith(f"StorageError: cannot write {tasks}/"), reason
         assert "Read-only file system" in reason, reason

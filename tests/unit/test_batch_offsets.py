@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from streamtable.kafka.ranges import offset_ranges
-from streamtable.runtime.spark.app import records_in
 from streamtable.runtime.spark.offsets import batch_ranges
+from streamtable.runtime.spark.progress import records_in
 
 
 def _progress(start: dict | None, end: dict) -> SimpleNamespace:

@@ -44,3 +44,54 @@ def test_the_cli_says_it_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert err.startswith("streamtable: unknown setting 'commit.intervall.ms': did you mean "
                           "'commit.interval.ms'?")
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("commit.interval.ms", "soon", "expected an integer >= 0"),
+    ("commit.interval.ms", -5, "expected an integer >= 0"),
+    ("max.records.per.batch", "0", "expected an integer >= 1"),
+    ("cache.max.bytes.buffering", True, "expected an integer >= 0"),
+    ("processing.exception.handler", "ignore", "expected fail | continue"),
+    ("default.dsl.store", "lmdb", "expected in_memory | rocksDB"),
+    ("default.key.serde", "avro", "expected json, string, int"),
+    ("processing.guarantee", "exactly_once_v3", "expected exactly_once_v2 | at_least_once"),
+    ("application.id", "", "expected a non-empty string"),
+])
+def test_a_value_of_the_wrong_type_names_key_value_and_what_is_expected(
+        key: str, value: object, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        StreamsConfig({key: value})
+    assert str(caught.value).startswith(f"{key} = {value!r}: {expected}")
+
+
+def test_values_from_the_command_line_are_converted() -> None:
+    cfg = StreamsConfig({"commit.interval.ms": "500", "default.dsl.store": "RocksDB",
+                         "processing.exception.handler": "LogAndContinueExceptionHandler",
+                         "default.deserialization.exception.handler": "FAIL",
+                         "first.batch.records": "1_000"})
+    assert cfg["commit.interval.ms"] == 500 and cfg.rocksdb_stores
+    assert cfg.handler("processing.exception.handler") == "continue"
+    assert cfg.handler("default.deserialization.exception.handler") == "fail"
+    assert cfg["first.batch.records"] == 1000
+
+
+def test_the_cli_rejects_a_bad_value_in_one_line(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["reset", str(ROOT / "examples" / "word_count" / "app.py"),
+                 "--state-dir", str(tmp_path), "--config", "default.dsl.store=disk"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == "streamtable: default.dsl.store = 'disk': expected in_memory | rocksDB\n"
+
+
+def test_the_configuration_page_is_generated_from_the_definitions(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config"]) == 0
+    printed = capsys.readouterr().out
+    from streamtable.config import DEFAULTS
+
+    for key in DEFAULTS:
+        assert f"| `{key}` |" in printed
+    assert "| `default.dsl.store` | `in_memory` | in_memory \\| rocksDB |" in printed
+    checked_in = (ROOT / "docs" / "configuration.md").read_text()
+    assert checked_in == printed, "docs/configuration.md is stale: run `make config-docs`"

@@ -1,4 +1,4 @@
-"""Command line: ``streamtable run | describe | reset | query | serve | broker``, and
+"""Command line: ``streamtable run | describe | reset | query | serve | config | broker``, and
 ``topics | produce | consume`` (in ``topics.py`` and ``records.py``).
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
@@ -112,7 +112,8 @@ def _streams_app(args: argparse.Namespace) -> Any:
     module = load_app(args.app)
     return StreamsApp(app_topology(module), config=_settings(module, args),
                       master=getattr(args, "master", None),
-                      development_broker=getattr(args, "development_broker", False))
+                      development_broker=getattr(args, "development_broker", False),
+                      verbose=getattr(args, "verbose", False))
 
 
 def _stop_on_signals() -> threading.Event:
@@ -134,28 +135,43 @@ def _input_topics(app: Any, create: bool, partitions: int) -> None:
     from streamtable.kafka.admin import ensure_topics, list_topic_names
 
     bootstrap = app.config["bootstrap.servers"]
+    client = app.config.kafka_client_config
     sources = app.topology.source_topics
     if create:
-        existing = list_topic_names(bootstrap)
-        ensure_topics(bootstrap, {t: partitions for t in sources if t not in existing})
+        existing = list_topic_names(bootstrap, client_config=client)
+        ensure_topics(bootstrap, {t: partitions for t in sources if t not in existing},
+                      client_config=client)
         return
-    require_topics(bootstrap, sources, " (or run with --create-topics)")
+    require_topics(bootstrap, sources, " (or run with --create-topics)", client_config=client)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from streamtable.kafka.admin import check_reachable
+    from streamtable.logs import LOG_FILE_NAME, ProgressLine, log_to_file
+
     token = None
     if args.http_port is not None:
         from streamtable.serving.http import query_token
 
         token = query_token(args.http_host, args.http_token)  # refuse before starting anything
     app = _streams_app(args)
+    log_to_file(app.app_dir / LOG_FILE_NAME)
+    # Kafka reachable, topics there: said in a sentence, before Spark starts
+    check_reachable(app.config["bootstrap.servers"])
     _input_topics(app, args.create_topics, args.partitions)
+    app.prepare()
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
     if args.until_caught_up:
         app.start(available_now=True)
+        # on a terminal one updating line; otherwise the log line per batch
+        progress = ProgressLine(app.metrics, sys.stderr) if sys.stderr.isatty() else None
         while app.is_running and not stop.is_set():
             stop.wait(0.5)
+            if progress is not None:
+                progress.update()
+        if progress is not None:
+            progress.done()
         interrupted = stop.is_set() and app.is_running
         app.stop()
         app.raise_if_failed()
@@ -291,6 +307,13 @@ _TOKEN_HELP = ("bearer token the query server requires (default: $STREAMTABLE_HT
                "line is visible to other users)")
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from streamtable.config import configuration_page
+
+    print(configuration_page(), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="streamtable", description="Kafka Streams' stream-table model on Spark"
@@ -351,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
     p.add_argument("--http-token", help=_TOKEN_HELP)
     p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("config", help="print every setting (key, default, values, meaning) as "
+                                      "Markdown")
+    p.set_defaults(func=cmd_config)
     p = sub.add_parser("broker", help="run the embedded development broker")
     p.add_argument("--port", type=int, default=int(os.environ.get(BROKER_PORT_ENV) or 9092),
                    help=f"port (default: ${BROKER_PORT_ENV}, else 9092)")
@@ -361,11 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     topics.add_parsers(sub)
     records.add_parsers(sub)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from streamtable.logs import configure_logging
+
+    configure_logging(args.verbose)
     try:
         return int(args.func(args))
     except ConfigError as e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 log = logging.getLogger("streamtable")
@@ -28,14 +28,16 @@ def create_command(topics: Iterable[str], bootstrap_servers: str) -> str:
 
 
 def require_topics(bootstrap_servers: str, topics: Iterable[str],
-                   hint: str = "") -> dict[str, int]:
+                   hint: str = "", client_config: Mapping[str, Any] | None = None
+                   ) -> dict[str, int]:
     """The partition count of each topic; raises ``TopicNotFoundError`` naming the missing ones
     and the command that creates them (then ``hint``). Looked up with a full metadata request,
-    so a broker that creates topics when asked about them (Tansu) does not create them here."""
+    so a broker that creates topics when asked about them (Tansu) does not create them here.
+    ``client_config``: the application's Kafka client settings (security, ...)."""
     from streamtable.kafka.admin import TopicNotFoundError, list_topic_names, partition_counts
 
     wanted = list(dict.fromkeys(topics))
-    existing = list_topic_names(bootstrap_servers)
+    existing = list_topic_names(bootstrap_servers, client_config=client_config)
     missing = [t for t in wanted if t not in existing]
     if missing:
         others = f" (nor {', '.join(repr(t) for t in missing[1:])})" if missing[1:] else ""
@@ -43,7 +45,7 @@ def require_topics(bootstrap_servers: str, topics: Iterable[str],
         raise TopicNotFoundError(
             missing[0], bootstrap_servers,
             f"{others}; create {'them' if others else 'it'} with: {create}{hint}")
-    return partition_counts(bootstrap_servers, wanted)
+    return partition_counts(bootstrap_servers, wanted, client_config=client_config)
 
 
 def _topic_config(items: list[str] | None) -> dict[str, str]:

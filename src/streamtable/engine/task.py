@@ -226,10 +226,11 @@ class Task:
         self._apply_handler(raw, located, handler)
 
     def _locate(self, e: RecordError, raw: RawRecord) -> RecordError:
-        if e.topic is None:
+        same = (e.topic, e.partition, e.offset) == (raw.topic, raw.partition, raw.offset)
+        if e.topic is None or (same and e.key is None and raw.key is not None):
             located = type(e)(
                 e.reason, topic=raw.topic, partition=raw.partition, offset=raw.offset,
-                processor=e.processor or failing_processor(e),
+                processor=e.processor or failing_processor(e), key=raw.key,
             )
             located.__cause__ = e.__cause__
             return located
@@ -283,6 +284,7 @@ def _user_error(error: Exception, raw: RawRecord | None) -> ProcessingError:
         partition=None if raw is None else raw.partition,
         offset=None if raw is None else raw.offset,
         processor=failing_processor(error),
+        key=None if raw is None else raw.key,
     )
     err.__cause__ = error
     return err

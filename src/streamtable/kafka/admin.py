@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "KafkaAdminError",
+    "KafkaUnreachableError",
+    "check_reachable",
     "TopicNotFoundError",
     "admin_client",
     "ensure_topics",
@@ -49,6 +51,41 @@ class TopicNotFoundError(KafkaAdminError, LookupError):
         self.topic = topic
         where = f" on {bootstrap_servers}" if bootstrap_servers else ""
         super().__init__(f"topic {topic!r} does not exist{where}{hint}")
+
+
+class KafkaUnreachableError(KafkaAdminError):
+    """No broker of ``bootstrap.servers`` accepts a connection."""
+
+
+def check_reachable(bootstrap_servers: str, timeout: float = 5.0) -> None:
+    """Raise :class:`KafkaUnreachableError` unless some broker of ``bootstrap_servers`` accepts
+    a TCP connection within ``timeout`` seconds: a closed port is known at once, where a Kafka
+    client would retry until its own timeout.
+
+    >>> try:
+    ...     check_reachable("127.0.0.1:1")
+    ... except KafkaUnreachableError as e:
+    ...     print(str(e).split(": is")[0])
+    cannot reach Kafka at 127.0.0.1:1 (127.0.0.1:1: connection refused)
+    """
+    import socket
+
+    reasons = []
+    for server in bootstrap_servers.split(","):
+        address = server.strip().rsplit("://", 1)[-1]
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "localhost", int(port)),
+                                          timeout=timeout):
+                return
+        except ConnectionRefusedError:
+            reasons.append(f"{address}: connection refused")
+        except (OSError, ValueError) as e:
+            reasons.append(f"{address}: {e}")
+    raise KafkaUnreachableError(
+        f"cannot reach Kafka at {bootstrap_servers} ({'; '.join(reasons)}): is a broker running "
+        "there? Start one (`streamtable broker --port 9092` runs a development broker) or point "
+        "--bootstrap-servers at yours")
 
 
 def admin_client(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> AdminClient:

@@ -10,8 +10,14 @@
                                         a session store: the key's sessions (those ending at
                                         or after earliest_end and starting at or before
                                         latest_start)
+    GET /health                         200 {"status": "running", ...} while the application
+                                        runs; 503 with the failure's message once it died
+    GET /metrics                        Prometheus text format (see serving.metrics)
 
 Windows and sessions come as ``{"key", "start", "end", "value"}`` objects.
+
+Once the application's query has died, the store endpoints answer 503 with its error too: a
+dead application must not look like an empty one.
 
 Keys in URLs are JSON when they parse as JSON (``42``, ``"a"``), plain text otherwise. Values are
 returned as JSON (sets as sorted lists). Start it with ``streamtable run app.py --http-port 8080``
@@ -35,6 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamtable.config import ConfigError
+from streamtable.errors import ApplicationFailedError
 from streamtable.serving.sqlite import StoreView
 from streamtable.state.windowed import MAX_TIME, MIN_TIME, SessionQueries, Windowed, WindowQueries
 
@@ -129,10 +136,14 @@ def _jsonable(value: Any) -> Any:
 
 
 def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView],
-                     names: list[str] | None = None) -> Any:
+                     names: list[str] | None = None, *,
+                     health: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
+                     metrics: Callable[[], str] | None = None) -> Any:
     """A FastAPI app answering queries of ``stores`` (a mapping, or ``app.store`` with the
-    store ``names``)."""
-    from fastapi import FastAPI, HTTPException, Query
+    store ``names``); ``health`` (``StreamsApp.health``) adds ``/health`` and ``metrics``
+    (the text of ``/metrics``) adds ``/metrics``."""
+    from fastapi import FastAPI, HTTPException, Query, Request
+    from fastapi.responses import JSONResponse, PlainTextResponse
 
     if callable(stores) and not isinstance(stores, Mapping):
         lookup = stores
@@ -150,6 +161,23 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
     # the window and session queries: also 400 for a store of another kind
     not_windowed: dict[int | str, dict[str, Any]] = {**not_found, 400: {
         "description": "the store is not a window (or session) store", "content": detail}}
+
+    @api.exception_handler(ApplicationFailedError)
+    async def failed(request: Request, exc: ApplicationFailedError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    if health is not None:
+        @api.get("/health")
+        def get_health() -> JSONResponse:
+            healthy, details = health()
+            return JSONResponse(details, status_code=200 if healthy else 503)
+
+    if metrics is not None:
+        from streamtable.serving.metrics import CONTENT_TYPE
+
+        @api.get("/metrics")
+        def get_metrics() -> PlainTextResponse:
+            return PlainTextResponse(metrics(), media_type=CONTENT_TYPE)
 
     def view(store: str) -> StoreView:
         if store not in store_names:
@@ -248,6 +276,14 @@ class QueryServer:
 
 def serve_queries(app: Any, host: str = "127.0.0.1", port: int = 8080,
                   token: str | None = None) -> QueryServer:
-    """Serve every queryable store of a :class:`~streamtable.runtime.spark.StreamsApp`."""
+    """Serve every queryable store of a :class:`~streamtable.runtime.spark.StreamsApp`, its
+    health and its metrics."""
+    from streamtable.serving.metrics import exposition
+
     names = sorted(s for s, spec in app.topology.stores.items() if spec.queryable)
-    return QueryServer(create_query_api(app.store, names), host, port, token).start()
+
+    def metrics() -> str:
+        return exposition(app.metrics.families(app.state_entries()))
+
+    api = create_query_api(app.store, names, health=app.health, metrics=metrics)
+    return QueryServer(api, host, port, token).start()

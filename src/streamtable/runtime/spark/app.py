@@ -32,6 +32,7 @@ import functools
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,18 @@ from streamtable.engine.ports import (
     ServingStore,
     TaskStatePersistence,
 )
-from streamtable.errors import StreamsError
+from streamtable.errors import ApplicationFailedError
 from streamtable.kafka.output import KafkaOutput
-from streamtable.kafka.ranges import RangeReader, offset_ranges
+from streamtable.kafka.ranges import RangeReader
 from streamtable.runtime.spark.offsets import batch_ranges, ranges_frame
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
+from streamtable.runtime.spark.progress import (
+    _APPS,
+    CountsParam,
+    ensure_progress_listener,
+    remove_progress_listener,
+)
 from streamtable.runtime.spark.stage import (
     INPUT_FIELDS,
     KIND_EXTERNAL,
@@ -63,6 +70,7 @@ from streamtable.runtime.spark.stage import (
 )
 from streamtable.runtime.spark.state import FileTaskStatePersistence
 from streamtable.serving import configured_serving_store
+from streamtable.serving.metrics import AppMetrics
 from streamtable.storage import join, storage_at
 from streamtable.topology.fingerprint import check_topology_unchanged
 from streamtable.topology.graph import Topology
@@ -70,28 +78,13 @@ from streamtable.topology.graph import Topology
 log = logging.getLogger("streamtable.app")
 
 
-class ApplicationFailedError(StreamsError):
-    """The application's query died; what it serves is no longer kept up to date."""
-
-
-def _reason(error: str) -> str:
-    """The streamtable error inside a query's error (a Spark exception wrapping Python
-    tracebacks), or the first line of it."""
-    import re
-
-    found = re.findall(r"streamtable\.errors\.(\w+): (.+)", error)
-    if found:
-        name, message = found[-1]
-        return f"{name}: {message.strip()}"
-    return "The error: " + (error.strip().splitlines() or ["(none)"])[0]
-
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
 INPUT_COLUMNS = [name for name, _ in INPUT_FIELDS]
 # the record columns an offset range leaves empty, with their Spark types
 _RANGE_NULLS = [("timestamp", "long"), ("key", "binary"), ("value", "binary"),
                 ("headers", "array<struct<key:string,value:binary>>")]
 
-__all__ = ["KafkaOutput", "StreamsApp"]
+__all__ = ["ApplicationFailedError", "KafkaOutput", "StreamsApp"]
 
 
 class StreamsApp:
@@ -119,6 +112,11 @@ class StreamsApp:
     The engine's ports can be given: ``output`` (an ``OutputWriter``; default: Kafka, written
     by each task on its executor), ``serving`` (a ``ServingStore``) and ``task_state`` (a
     ``TaskStatePersistence``; default: files under ``state.location``).
+
+    Watching it: ``metrics`` (an :class:`~streamtable.serving.metrics.AppMetrics`: records in
+    and out per topic, dropped, dead-lettered, lag, batch time), ``health()``, and, when this
+    app starts Spark's JVM, Spark's log in ``log_file`` (``<state.dir>/<application.id>/
+    streamtable.log``; on the console too with ``verbose``).
     """
 
     def __init__(
@@ -136,6 +134,7 @@ class StreamsApp:
         task_state: TaskStatePersistence | None = None,
         development_broker: bool = False,
         clock: Callable[[], int] | None = None,
+        verbose: bool = False,
     ) -> None:
         settings = dict(config or {})
         if application_id:
@@ -155,6 +154,9 @@ class StreamsApp:
         self._spark = spark
         self._output = output
         self.development_broker = development_broker
+        self.verbose = verbose
+        # where Spark's JVM logs, when this app started it (see ``spark``)
+        self.log_file: Path | None = None
         self._query: Any = None
         self._failure: Any = None  # the error the last query died of
         self._warm_up: Any = None
@@ -165,6 +167,8 @@ class StreamsApp:
         self.batches = 0
         # wall-clock time in ms for punctuations (a test may pass its own clock)
         self.clock = clock or (lambda: int(time.time() * 1000))
+        self.metrics = AppMetrics(self.application_id)
+        self._counts: Any = None  # the tasks' counts: a Spark accumulator (see metrics)
         # set when batches come from the Kafka source, which gives one Spark partition per
         # Kafka partition: a stage reading one topic then needs no shuffle to reach its tasks
         self._source_by_partition = False
@@ -205,9 +209,18 @@ class StreamsApp:
     @property
     def spark(self) -> Any:
         if self._spark is None:
+            from pyspark import SparkContext
+
+            from streamtable.logs import LOG_FILE_NAME
             from streamtable.runtime.spark.session import spark_session
 
-            self._spark = spark_session(self.master, f"streamtable-{self.application_id}")
+            # a JVM started here logs to the application's directory; a running one logs
+            # where it was told to already
+            log_file = (None if SparkContext._active_spark_context is not None
+                        else (self.app_dir / LOG_FILE_NAME).resolve())
+            self._spark = spark_session(self.master, f"streamtable-{self.application_id}",
+                                        log_file=log_file, verbose=self.verbose)
+            self.log_file = log_file
         return self._spark
 
     def prepare(self, source_partitions: Mapping[str, int] | None = None) -> QueryPlan:
@@ -225,11 +238,18 @@ class StreamsApp:
         return plan
 
     def _setup_topics(self) -> dict[str, int]:
-        from streamtable.kafka.admin import ensure_topics, partition_counts
+        from streamtable.kafka.admin import (
+            admin_client,
+            check_reachable,
+            ensure_topics,
+            partition_counts,
+        )
 
         bootstrap = self.config["bootstrap.servers"]
         client = self.config.kafka_client_config
-        counts = partition_counts(bootstrap, self.topology.source_topics, client_config=client)
+        admin = admin_client(bootstrap, client)  # settings librdkafka refuses: said first
+        check_reachable(bootstrap)
+        counts = partition_counts(bootstrap, self.topology.source_topics, client=admin)
         p = max(counts.values()) if counts else 1
         outputs = {t: p for t in self.topology.sink_topics}
         dlq = self.config.dead_letter_topic
@@ -259,6 +279,8 @@ class StreamsApp:
         plan = self._plan or self.prepare()
         started = time.monotonic()
         global_subs = self.topology.global_subtopologies
+        counts = self._task_counts()
+        counts.value = Counter()
         distributed = self._distributed_output()
         punctuating = any(s.punctuates for s in plan.stages)
         wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
@@ -313,7 +335,7 @@ class StreamsApp:
                 self._blob, stage.subtopology, batch_id, self.task_state,
                 self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
                 streamed=streamed, output=distributed, kafka=self._range_reader(),
-                wall_clock_ms=wall_clock,
+                wall_clock_ms=wall_clock, metrics=counts,
             )
             out = routed.mapInArrow(runner, OUTPUT_DDL)
             # A stage read both by a later stage and by the driver is kept, so that it runs once
@@ -341,7 +363,8 @@ class StreamsApp:
             for c in cached:
                 c.unpersist()
         self.last_batch_seconds = time.monotonic() - started
-        log.info("batch %d: stages %.2f s, output %.2f s (%d rows)", batch_id,
+        self.metrics.record_batch(self.last_batch_seconds, counts.value)
+        log.debug("batch %d: stages %.2f s, output %.2f s (%d rows)", batch_id,
                  computed - started, self.last_batch_seconds - (computed - started),
                  table.num_rows)
         self.batches += 1
@@ -386,6 +409,51 @@ class StreamsApp:
         if batch_id >= 2:
             storage.delete(f"{batch_id - 2:012d}")
         return now
+
+    def _task_counts(self) -> Any:
+        if self._counts is None:
+            self._counts = self.spark.sparkContext.accumulator(Counter(), CountsParam())
+        return self._counts
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)``: running, or why not (the failure's paragraph).
+
+        >>> app.health()                                            # doctest: +SKIP
+        (True, {'status': 'running', 'application_id': 'word-count', 'batches': 12, ...})
+        """
+        details: dict[str, Any] = {"application_id": self.application_id,
+                                   "batches": self.metrics.batches,
+                                   "lag": self.metrics.total_lag}
+        try:
+            self.raise_if_failed()
+        except ApplicationFailedError as e:
+            return False, {"status": "failed", "error": str(e), **details}
+        if self.is_running:
+            return True, {"status": "running", **details}
+        return False, {"status": "stopped", **details}
+
+    def state_entries(self) -> dict[str, int]:
+        """Entries per queryable store, as served."""
+        return {name: len(self.serving.view(name)) for name, spec in
+                sorted(self.topology.stores.items()) if spec.queryable}
+
+    def _on_progress(self, progress: Any) -> None:
+        """Spark's report of a finished batch: the lag per partition, from the source's latest
+        offsets and the batch's end offsets."""
+        import json
+
+        lag: dict[tuple[str, int], int] = {}
+        for source in progress.sources or ():
+            try:
+                latest = json.loads(source.latestOffset or "null") or {}
+                end = json.loads(source.endOffset or "null") or {}
+            except (TypeError, ValueError):
+                continue
+            for topic, partitions in latest.items():
+                for partition, offset in partitions.items():
+                    done = end.get(topic, {}).get(partition, 0)
+                    lag[(topic, int(partition))] = max(0, int(offset) - int(done))
+        self.metrics.record_lag(lag)
 
     def _distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves (see
@@ -478,7 +546,8 @@ class StreamsApp:
         else:
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
-        _ensure_progress_listener(spark)
+        ensure_progress_listener(spark)
+        _APPS[self.application_id] = self
         check_shared_location(spark, self.shared_location)
         self._source_by_partition = True
         self._failure = None
@@ -520,10 +589,12 @@ class StreamsApp:
             self._query.stop()
             self._failure = self._query.exception()
             self._query = None
+            if _APPS.get(self.application_id) is self:
+                del _APPS[self.application_id]
             if self._spark is not None and not self._spark.streams.active:
                 # no query left to report on: a Python listener still registered when the
                 # JVM shuts down would be called after Python's side is gone
-                _remove_progress_listener(self._spark)
+                remove_progress_listener(self._spark)
 
     def store(self, name: str) -> QueryableStore:
         """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``; a window
@@ -543,9 +614,7 @@ class StreamsApp:
         query = self._query
         error = self._failure if query is None or query.isActive else query.exception()
         if error is not None:
-            raise ApplicationFailedError(
-                f"{self.application_id} has stopped: its query failed, so its stores are no "
-                f"longer updated. {_reason(str(error))}")
+            raise ApplicationFailedError(self.application_id, str(error), self.log_file)
 
     def __enter__(self) -> StreamsApp:
         return self
@@ -558,21 +627,6 @@ def _heartbeats(spark: Any, tasks: int) -> Any:
     """One row without a topic per task (``_route``), so that each task of a stage runs."""
     return spark.createDataFrame([(None,) * len(INPUT_COLUMNS) + (t,) for t in range(tasks)],
                                  f"{RECORD_DDL}, _end bigint, _route int")
-
-
-_LISTENERS: dict[int, Any] = {}
-
-
-def _remove_progress_listener(spark: Any) -> None:
-    listener = _LISTENERS.pop(id(spark), None)
-    if listener is not None:
-        try:  # let the events already posted reach it first
-            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(5000)
-        except Exception as e:
-            log.debug("listener bus not drained: %s", e)
-        spark.streams.removeListener(listener)
-
-
 class _WarmWorkers:
     """The task of the warm-up job: the stage code imported and, when tasks write output
     themselves, the worker's producer connected."""
@@ -604,53 +658,3 @@ def _warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
     thread = threading.Thread(target=warm, name="streamtable-warm-up", daemon=True)
     thread.start()
     return thread
-
-
-def records_in(progress: Any) -> int:
-    """The records a micro-batch read, from its sources' offsets: Spark's ``numInputRows`` counts
-    the offset ranges the stages were handed (``read.mode=ranges``), not the records in them."""
-    return sum(end - start for source in progress.sources
-               for _, _, start, end in offset_ranges(_offsets_of(source.startOffset),
-                                                     _offsets_of(source.endOffset)))
-
-
-def _offsets_of(text: Any) -> dict[str, dict[str, int]]:
-    """A source offset of a progress report (JSON, or absent before the first batch)."""
-    import json
-
-    try:
-        offsets = json.loads(text) if text else {}
-    except (TypeError, ValueError):
-        return {}
-    return offsets if isinstance(offsets, dict) else {}
-
-
-def _ensure_progress_listener(spark: Any) -> None:
-    """One log line per micro-batch: records in, time taken, rate."""
-    if id(spark) in _LISTENERS:
-        return
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class _Progress(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            pass
-
-        def onQueryProgress(self, event: Any) -> None:
-            p = event.progress
-            rows = records_in(p)
-            if rows == 0:
-                return
-            ms = p.batchDuration or 1
-            log.info("%s batch %d: %d records in %.2f s (%.0f records/s)",
-                     p.name, p.batchId, rows, ms / 1000, rows * 1000 / ms)
-
-        def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
-            if event.exception:
-                log.error("query %s failed: %s", event.id, _reason(event.exception))
-
-    listener = _Progress()
-    spark.streams.addListener(listener)
-    _LISTENERS[id(spark)] = listener

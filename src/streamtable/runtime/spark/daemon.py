@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from typing import Any
 
 PRELOAD = (
     "pyarrow",
@@ -29,8 +30,32 @@ def preload() -> None:
             logging.getLogger(__name__).warning("could not preload %s: %s", name, e)
 
 
+def quiet_on_closed_connections() -> None:
+    """A worker whose connection the JVM closed (it cancelled the task: the query failed or
+    stops) ends as PySpark ends it, at once with exit code 1, but without printing a traceback
+    to the application's console."""
+    import os
+
+    import pyspark.daemon
+
+    serve = pyspark.daemon.worker
+
+    def worker(sock: Any, authenticated: bool) -> int:
+        try:
+            return int(serve(sock, authenticated))
+        except (OSError, EOFError):  # the connection, not the task: the JVM has the story
+            os._exit(1)
+
+    pyspark.daemon.worker = worker
+
+
 if __name__ == "__main__":
+    from streamtable.logs import LOG_FORMAT
+
+    # the workers fork from here: their warnings (skipped or dropped records) read like ours
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     preload()
+    quiet_on_closed_connections()
     from pyspark.daemon import manager
 
     manager()

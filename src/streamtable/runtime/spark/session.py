@@ -34,13 +34,34 @@ def worker_pythonpath() -> str:
 # written by the Python tasks): its quick compiler alone halves the JVM's CPU time of a run,
 # most of it spent compiling at start-up (W1, 300k lines: 27 -> 15 CPU s).
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
+LOG4J2_PROPERTIES = Path(__file__).resolve().parent / "log4j2.properties"
+
+
+def logging_java_options(log_file: Path, verbose: bool = False) -> str:
+    """The driver's JVM options that log Spark to ``log_file`` with streamtable's log4j2
+    configuration: on the console one line per error, or (``verbose``) everything at WARN
+    with its stack trace.
+
+    >>> logging_java_options(Path("/tmp/app/streamtable.log")).split()[1]
+    '-Dstreamtable.log.file=/tmp/app/streamtable.log'
+    """
+    options = [f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}",
+               f"-Dstreamtable.log.file={log_file}"]
+    if verbose:
+        options += ["-Dstreamtable.verbose.level=warn", "-Dstreamtable.brief.level=off"]
+    return " ".join(options)
 
 
 def spark_session(master: str | None = None, app_name: str = "streamtable",
-                  conf: Mapping[str, Any] | None = None, quick_jit: bool = True) -> Any:
+                  conf: Mapping[str, Any] | None = None, *, log_file: Path | None = None,
+                  verbose: bool = False, quick_jit: bool = True) -> Any:
     """Get or create the SparkSession: ``local[*]`` unless a master is given (any Spark master
-    URL works: ``spark://host:7077``, ``yarn``, ``k8s://...``). ``quick_jit``: the JVMs use
-    only their quick compiler (see ``QUICK_JIT``); ``conf`` may set Java options of its own."""
+    URL works: ``spark://host:7077``, ``yarn``, ``k8s://...``).
+
+    With ``log_file``, a JVM started here logs Spark's messages to that file and only one line
+    per error to the console (all of them, stack traces included, when ``verbose``): see
+    ``log4j2.properties``. ``quick_jit``: the JVMs use only their quick compiler (see
+    ``QUICK_JIT``); ``conf`` may set Java options of its own."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -68,9 +89,14 @@ def spark_session(master: str | None = None, app_name: str = "streamtable",
         .config("spark.driver.memory", os.environ.get("STREAMTABLE_DRIVER_MEMORY", "2g"))
         .config("spark.ui.showConsoleProgress", "false")
     )
+    driver_options = [QUICK_JIT] if quick_jit else []
     if quick_jit:
-        builder = (builder.config("spark.driver.extraJavaOptions", QUICK_JIT)
-                   .config("spark.executor.extraJavaOptions", QUICK_JIT))
+        builder = builder.config("spark.executor.extraJavaOptions", QUICK_JIT)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        driver_options.append(logging_java_options(log_file.resolve(), verbose))
+    if driver_options:
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_options))
     for k, v in (conf or {}).items():
         builder = builder.config(k, str(v))
     spark = builder.getOrCreate()

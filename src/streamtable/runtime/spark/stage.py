@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
@@ -37,6 +38,7 @@ from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
 from streamtable.processors.api import Headers, RawRecord
 from streamtable.serving.codec import encode_key, encode_value
+from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
 from streamtable.topology.graph import SubTopology, Topology
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,7 @@ class _Collector:
         self.rows: list[tuple[Any, ...]] = []
         # records for external topics, when the task writes them itself (OutputWriter format)
         self.external: list[dict[str, Any]] | None = [] if keep_external else None
+        self.sent: Counter[str] = Counter()  # records for external topics, per topic
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
@@ -108,10 +111,12 @@ class _Collector:
             self.rows.append((KIND_INTERNAL, topic, self.task_id, len(self.rows), timestamp,
                               key, value, hs, partition))
         elif self.external is not None:
+            self.sent[topic] += 1
             self.external.append({"topic": topic, "key": key, "value": value,
                                   "timestamp": timestamp, "partition": partition,
                                   "headers": list(headers) if headers else []})
         else:
+            self.sent[topic] += 1
             hs = [{"key": k, "value": v} for k, v in headers] if headers else None
             self.rows.append((KIND_EXTERNAL, topic, partition, len(self.rows), timestamp,
                               key, value, hs, None))
@@ -161,7 +166,8 @@ class StageRunner:
                  persistence: TaskStatePersistence, config: dict[str, Any],
                  queryable_stores: list[str], topic_partitions: dict[str, int],
                  streamed: bool = False, output: OutputWriter | None = None,
-                 kafka: RangeReader | None = None, wall_clock_ms: int = 0) -> None:
+                 kafka: RangeReader | None = None, wall_clock_ms: int = 0,
+                 metrics: Any = None) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         self.batch_id = batch_id
@@ -176,6 +182,9 @@ class StageRunner:
         # reads the offset ranges among the input rows
         self.kafka = kafka
         self.wall_clock_ms = wall_clock_ms
+        # a Spark accumulator of counts (see streamtable.serving.metrics): records in and out
+        # per topic, dropped per reason, dead-lettered
+        self.metrics = metrics
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.streamed:
@@ -296,7 +305,9 @@ class StageRunner:
                     cache_max_entries=sys.maxsize, wiring=wiring, global_stores=global_stores,
                     wall_clock_ms=self.wall_clock_ms)
         task.stream_time = state.stream_time
+        received: dict[str, int] = {}
         for raw in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
+            received[raw.topic] = received.get(raw.topic, 0) + 1
             task.process(raw)
         task.punctuate_wall_clock()
         task.commit()
@@ -312,6 +323,8 @@ class StageRunner:
         for name in self.queryable_stores:
             if changes.get(name):
                 collector.add_store_changes(name, changes[name])
+        if self.metrics is not None:
+            self.metrics.add(_task_counts(received, wiring.internal_topics, collector, task))
         return collector.to_batch()
 
 
@@ -323,6 +336,23 @@ def global_keepers(topology: Topology, sub: SubTopology) -> list[int]:
         if keepers[name].id not in out:
             out.append(keepers[name].id)
     return out
+
+
+def _task_counts(received: dict[str, int], internal: frozenset[str], collector: _Collector,
+                 task: Task) -> Counter[str]:
+    """What a task did in a batch, as the counts of :class:`~streamtable.serving.metrics.
+    AppMetrics` (``records_in:<topic>`` ...)."""
+    counts: Counter[str] = Counter()
+    for topic, n in received.items():
+        if topic not in internal:
+            counts[f"{RECORDS_IN}:{topic}"] += n
+    for topic, n in collector.sent.items():
+        counts[f"{RECORDS_OUT}:{topic}"] += n
+    for reason, n in task.dropped.items():
+        counts[f"{DROPPED}:{reason}"] += n
+    if task.dead_lettered:
+        counts[DEAD_LETTERED] += task.dead_lettered
+    return counts
 
 
 def _input_schema() -> pa.Schema:

@@ -1,0 +1,31 @@
+"""`streamtable run` with no broker at the address fails at once with one sentence."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from streamtable.kafka.broker import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_no_broker_is_one_sentence_within_seconds(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamtable.cli", "run",
+         str(ROOT / "examples" / "word_count" / "app.py"), "--bootstrap-servers", address,
+         "--state-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"streamtable: cannot reach Kafka at {address} "
+                                f"({address}: connection refused)"), proc.stderr
+    assert "Traceback" not in proc.stderr and "KafkaException" not in proc.stderr
+    # before Spark's JVM starts (about 20 s here) and without the Kafka client's retries (10 s
+    # more): the bound leaves room for a loaded machine's imports
+    assert took < 30, took

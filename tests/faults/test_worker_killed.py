@@ -13,7 +13,15 @@ import pytest
 from tests.spark.kafka_util import new_topics, produce
 from tests.spark.test_kafka_end_to_end import expected_counts
 from tests.spark.test_kill_and_restart import WORDS
-from tests.spark.word_count_cli import CliRun, assert_exact_output, served_counts, write_app
+from tests.spark.word_count_cli import (
+    APP_ID,
+    CliRun,
+    assert_exact_output,
+    served_counts,
+    write_app,
+)
+
+from streamtable.logs import LOG_FILE_NAME
 
 pytestmark = pytest.mark.spark
 
@@ -77,11 +85,16 @@ def test_python_worker_killed_mid_batch_is_retried_without_double_state(bootstra
     run = CliRun(write_app(tmp_path, src, out), bootstrap, state, "--master", "local[2,4]",
                  "--config", "max.records.per.batch=60000")
     killed = 0
+
+    def spark_log() -> str:  # Spark's errors go to the application's log file
+        path = state / APP_ID / LOG_FILE_NAME
+        return path.read_text(errors="replace") if path.exists() else ""
+
     try:
         run.wait_for(lambda: run.batches_done() >= 1, 300, "the first batch")
         # kill workers working on later batches' tasks until one dies in a task (a kill can
         # land just after a task ended)
-        while killed < 8 and CRASH not in run.text and served_counts(state) != expected:
+        while killed < 8 and CRASH not in spark_log() and served_counts(state) != expected:
             workers = busy_python_workers(run.proc.pid)
             if workers:
                 try:
@@ -93,5 +106,5 @@ def test_python_worker_killed_mid_batch_is_retried_without_double_state(bootstra
         run.wait_for(lambda: served_counts(state) == expected, 300, "the whole input")
     finally:
         run.stop()
-    assert CRASH in run.text, f"no kill landed in a task ({killed} kills): {run.text[-2000:]}"
+    assert CRASH in spark_log(), f"no kill landed in a task ({killed} kills): {run.text[-2000:]}"
     assert_exact_output(bootstrap, out, expected)

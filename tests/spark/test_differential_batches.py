@@ -4,7 +4,8 @@ Inputs are split into random micro-batches over several partitions, placed by ke
 producers place them. Timestamps increase with the input, so every task sees its records in the
 driver's order: without caching, every key's sequence of output values is the driver's; with
 caching (per-batch compaction) the final value per key is. Final stores are always equal.
-Some seeds keep the tasks' working copies in RocksDB instead of dicts.
+Some seeds keep the tasks' working copies in RocksDB instead of dicts; some are windowed
+aggregations (time, sliding, session windows, with or without suppression).
 """
 
 from __future__ import annotations
@@ -18,16 +19,19 @@ from tests.spark.topologies import random_case, random_input
 pytestmark = pytest.mark.spark
 
 SEEDS = list(range(10))
+# windowed aggregations (time, sliding and session windows, some with final results only)
+WINDOWED_SEEDS = list(range(20, 26))
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_random_topology_matches_driver(spark, tmp_path, seed):
-    case = random_case(seed)
+@pytest.mark.parametrize("seed,windowed", [(s, False) for s in SEEDS]
+                         + [(s, True) for s in WINDOWED_SEEDS])
+def test_random_topology_matches_driver(spark, tmp_path, seed, windowed):
+    case = random_case(seed, windowed=windowed)
     records = random_input(seed, case, n=60)
     rng = random.Random(seed)
     cache = seed % 2 == 0
     dsl_store = "rocksDB" if seed % 4 in (1, 2) else "in_memory"
-    partitions = rng.choice([1, 2, 3])
+    partitions = 1 if case.single_partition else rng.choice([1, 2, 3])
     cuts = sorted(rng.sample(range(1, len(records)), rng.randint(0, 2)))
     driver, expected = run_driver(case.topology, records, case.outputs, cache)
     app, output = run_spark(spark, case.topology, records, cuts, partitions, cache,
@@ -44,15 +48,17 @@ def test_random_topology_matches_driver(spark, tmp_path, seed):
         assert last_per_key(got) == last_per_key(expected[topic]), info
 
 
-@pytest.mark.parametrize("seed", [100, 101, 102])
-def test_replayed_batches_change_nothing(spark, tmp_path, seed):
+@pytest.mark.parametrize("seed,windowed", [(100, False), (101, False), (102, False),
+                                           (104, True), (106, True), (110, True)])
+def test_replayed_batches_change_nothing(spark, tmp_path, seed, windowed):
     """Spark replays an unfinished batch with the same input after a crash: replaying any batch
     (even one whose state was already committed) gives the same stores and outputs."""
     from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput, source_rows
 
     from streamtable.runtime.spark import StreamsApp
 
-    case = random_case(seed)
+    case = random_case(seed, windowed=windowed)
+    assert not case.single_partition  # two partitions below
     records = random_input(seed, case, n=45)
     driver, expected = run_driver(case.topology, records, case.outputs, cache=True)
     output = MemoryOutput()

@@ -6,7 +6,14 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from streamtable import StreamsBuilder
+from streamtable import (
+    BufferConfig,
+    SessionWindows,
+    SlidingWindows,
+    StreamsBuilder,
+    Suppressed,
+    TimeWindows,
+)
 from streamtable.topology import Topology
 
 INPUT = "in"
@@ -20,6 +27,9 @@ class Case:
     stores: list[str]
     table_input: bool
     stateless_only: bool
+    # a suppression's final results depend on each task's stream time: the test driver (one
+    # task for all partitions) and Spark (a task per partition) agree with one partition only
+    single_partition: bool = False
 
 
 def _stream_ops(rng: random.Random, s: Any, desc: list[str]) -> tuple[Any, bool]:
@@ -48,8 +58,38 @@ def _stream_ops(rng: random.Random, s: Any, desc: list[str]) -> tuple[Any, bool]
     return s, keyed_by_value
 
 
-def random_case(seed: int, topics: dict[str, str] | None = None) -> Case:
-    """Random case ``seed``; ``topics`` renames its topics ("in", "out-stream", "out-table")."""
+def _windowed(rng: random.Random, grouped: Any, desc: list[str]) -> tuple[Any, bool]:
+    """A windowed count or reduce (tumbling/hopping, sliding or session windows), maybe with
+    its final results only; returns the table and whether it suppresses."""
+    kind = rng.choice(["time", "sliding", "session"])
+    if kind == "time":
+        size = rng.choice([4, 6])
+        windows: Any = TimeWindows.of(size).advance_by(rng.choice([size, size // 2]))
+        windows = windows.with_grace(rng.randint(0, 3))
+    elif kind == "sliding":
+        windows = SlidingWindows.of_time_difference_and_grace(rng.randint(2, 5),
+                                                              rng.randint(0, 3))
+    else:
+        windows = SessionWindows.of_inactivity_gap(rng.randint(1, 3)).with_grace(
+            rng.randint(0, 3))
+    windowed = grouped.windowed_by(windows)
+    if rng.random() < 0.5:
+        t = windowed.count("wagg")
+        desc.append(f"{kind}-count")
+    else:
+        t = windowed.reduce(lambda a, v: {"g": v["g"], "n": a["n"] + v["n"]}, "wagg")
+        desc.append(f"{kind}-reduce")
+    final = rng.random() < 0.4
+    if final:
+        t = t.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+        desc.append("suppress")
+    return t, final
+
+
+def random_case(seed: int, topics: dict[str, str] | None = None,
+                windowed: bool = False) -> Case:
+    """Random case ``seed``; ``topics`` renames its topics ("in", "out-stream", "out-table");
+    ``windowed``: a stream's windowed aggregation (time, sliding or session windows)."""
     names = {"in": INPUT, "out-stream": "out-stream", "out-table": "out-table"}
     names.update(topics or {})
     rng = random.Random(seed)
@@ -57,13 +97,16 @@ def random_case(seed: int, topics: dict[str, str] | None = None) -> Case:
     desc: list[str] = []
     outputs: list[str] = []
     stores: list[str] = []
-    table_input = rng.random() < 0.5
+    table_input = rng.random() < 0.5 and not windowed
     stateless_only = False
+    single_partition = False
     if not table_input:
         s = b.stream(names["in"])
         desc.append("stream")
         s, _ = _stream_ops(rng, s, desc)
-        shape = rng.choice(["to", "count", "reduce", "aggregate", "to_table"])
+        shape = rng.choice(["to", "count", "reduce", "aggregate", "to_table", "windowed"])
+        if windowed:
+            shape = "windowed"
         desc.append(shape)
         if shape == "to":
             s.to(names["out-stream"])
@@ -78,6 +121,15 @@ def random_case(seed: int, topics: dict[str, str] | None = None) -> Case:
                 t = grouped.reduce(lambda a, v: {"g": v["g"], "n": a["n"] + v["n"]}, "agg")
             elif shape == "aggregate":
                 t = grouped.aggregate(lambda: 0, lambda k, v, a: a + v["n"], "agg")
+            elif shape == "windowed":
+                t, single_partition = _windowed(rng, grouped, desc)
+                # windowed keys leave as "key@start-end" (an output topic's key is plain)
+                (t.to_stream()
+                 .map(lambda wk, v: (f"{wk.key}@{wk.start}-{wk.end}", v))
+                 .to(names["out-table"]))
+                outputs.append(names["out-table"])
+                return Case(b.build(), "-".join(desc), outputs, stores, table_input,
+                            stateless_only, single_partition)
             else:
                 t = s.to_table("agg")
             stores.append("agg")

@@ -302,7 +302,18 @@ def _sum_merger(key: Any, a: int, b: int) -> int:
     return a + b
 
 
-_FIRST = object()
+class _FirstValue:
+    """The initial aggregate of a reduce: the first value replaces it. It is compared by
+    identity, so it unpickles as the one instance (Spark ships topologies pickled, and a copy
+    would make the first value look like an aggregate)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "_FIRST"
+
+
+_FIRST = _FirstValue()
 
 
 def _first() -> object:

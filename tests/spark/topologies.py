@@ -8,6 +8,7 @@ from typing import Any
 
 from streamtable import (
     BufferConfig,
+    JoinWindows,
     SessionWindows,
     SlidingWindows,
     StreamsBuilder,
@@ -87,9 +88,11 @@ def _windowed(rng: random.Random, grouped: Any, desc: list[str]) -> tuple[Any, b
 
 
 def random_case(seed: int, topics: dict[str, str] | None = None,
-                windowed: bool = False) -> Case:
+                windowed: bool = False, joined: bool = False) -> Case:
     """Random case ``seed``; ``topics`` renames its topics ("in", "out-stream", "out-table");
-    ``windowed``: a stream's windowed aggregation (time, sliding or session windows)."""
+    ``windowed``: a stream's windowed aggregation (time, sliding or session windows);
+    ``joined``: a join (a stream's windowed inner join with itself, or a table's primary-key
+    inner, left or outer join with a table derived from it)."""
     names = {"in": INPUT, "out-stream": "out-stream", "out-table": "out-table"}
     names.update(topics or {})
     rng = random.Random(seed)
@@ -98,6 +101,8 @@ def random_case(seed: int, topics: dict[str, str] | None = None,
     outputs: list[str] = []
     stores: list[str] = []
     table_input = rng.random() < 0.5 and not windowed
+    if joined:
+        return _joined_case(rng, b, names, table_input)
     stateless_only = False
     single_partition = False
     if not table_input:
@@ -171,6 +176,32 @@ def random_case(seed: int, topics: dict[str, str] | None = None,
             agg.to_stream().to(names["out-table"])
         outputs.append(names["out-table"])
     return Case(b.build(), "-".join(desc), outputs, stores, table_input, stateless_only)
+
+
+def _joined_case(rng: random.Random, b: StreamsBuilder, names: dict[str, str],
+                 table_input: bool) -> Case:
+    desc: list[str] = []
+    if not table_input:
+        s = b.stream(names["in"])
+        s, _ = _stream_ops(rng, s, ["stream"])
+        # an inner join's results do not depend on stream time when timestamps increase, so
+        # the driver (one task) and Spark (a task per partition) agree on every record
+        windows = JoinWindows.of_time_difference_and_grace(rng.randint(1, 4), rng.randint(0, 2))
+        (s.join(s, lambda a, c: {"g": a["g"], "n": a["n"] * 10 + c["n"]}, windows)
+         .to(names["out-stream"]))
+        return Case(b.build(), "stream-self-join", [names["out-stream"]], [], False, False)
+    t = b.table(names["in"], materialized="source")
+    c, m = rng.randint(1, 3), rng.randint(2, 3)
+    right = t.map_values(lambda v, c=c: {"g": v["g"], "n": v["n"] * c}, materialized="right")
+    if rng.random() < 0.5:
+        right = right.filter(lambda k, v, m=m: v["n"] % m != 0, materialized="right-filtered")
+        desc.append("filter")
+    kind = rng.choice(["join", "left_join", "outer_join"])
+    joined = getattr(t, kind)(right, lambda a, c: [a and a["n"], c and c["n"]],
+                              materialized="joined")
+    joined.to_stream().to(names["out-table"])
+    return Case(b.build(), "-".join(["table", *desc, kind]), [names["out-table"]],
+                ["source", "joined"], True, False)
 
 
 def random_input(seed: int, case: Case, n: int, keys: int = 12) -> list[tuple[Any, Any]]:

@@ -5,6 +5,10 @@ compiles anew in every process (about 0.75 s per process here).
 
 Only when the zip is the installed package's own (``SPARK_HOME`` is the pip-installed
 ``pyspark``): the code is then the same. A ``sitecustomize`` further down the path still runs.
+
+Also: a process whose connection to the JVM is gone (the JVM stopped first, at the end of a
+run) ends with exit code 1 but without a traceback on the application's console — the JVM has
+the story, and a stop must not look like a crash.
 """
 
 import os
@@ -41,5 +45,17 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = module
 
 
+def _quiet_when_the_jvm_is_gone() -> None:
+    default = sys.excepthook
+
+    def hook(kind, value, tb):  # type: ignore[no-untyped-def]
+        if issubclass(kind, (BrokenPipeError, ConnectionResetError, EOFError)):
+            return  # the interpreter still exits with code 1
+        default(kind, value, tb)
+
+    sys.excepthook = hook
+
+
 _prefer_installed_pyspark()
+_quiet_when_the_jvm_is_gone()
 _chain()

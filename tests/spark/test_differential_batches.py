@@ -25,8 +25,9 @@ WINDOWED_SEEDS = list(range(20, 26))
 JOINED_SEEDS = [30, 31, 33, 39, 40, 41]
 # A known divergence, kept visible: a table inner-joined with a table derived from it
 # (t.join(t.map_values(...))) keeps a joined row after the source row is deleted in record mode
-# (each side sees the other side's row already deleted, so neither forwards the old result),
-# while a batch (one commit, caching) deletes it.
+# (each side sees the other side's row already deleted, so neither forwards the old result: as
+# Kafka Streams' KTableKTableInnerJoin, which returns when the other side has no row), while a
+# batch (one commit, caching) deletes it.
 SELF_DERIVED_JOIN = ("table joined with a table derived from it: a deleted row's join result "
                      "stays in record mode, goes in batch mode")
 

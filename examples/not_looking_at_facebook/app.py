@@ -87,8 +87,8 @@ def build_topology(window_ms: int = 10 * MINUTE, advance_ms: int = MINUTE, grace
 
 def main() -> None:
     """Start the development broker and the application, close Facebook for two users, and
-    print what arrives on ``notifications`` and ``notification-counts`` until a final count
-    of each of them has arrived (at most 90 seconds)."""
+    print what arrives on ``notifications`` and ``notification-counts`` until a notification
+    and a final count of each of them have arrived (at most 90 seconds)."""
     import json
     import logging
     import tempfile
@@ -117,17 +117,18 @@ def main() -> None:
                              "auto.offset.reset": "earliest"})
         consumer.subscribe(["notifications", "notification-counts"])
         app.start()
-        counted: set[str] = set()
+        closed = {"sheryl", "chris"}
+        seen: dict[str, set[str]] = {"notifications": set(), "notification-counts": set()}
         try:
             deadline = time.monotonic() + 90  # Spark starts, then 20-second windows close
-            while time.monotonic() < deadline and counted != {"sheryl", "chris"}:
+            while time.monotonic() < deadline and any(s != closed for s in seen.values()):
                 msg = consumer.poll(0.5)
                 if msg is None or msg.error():
                     continue
                 value = msg.value().decode()
                 if msg.topic() == "notification-counts":
                     value = json.dumps(json.loads(value))
-                    counted.add(msg.key().decode())
+                seen[msg.topic()].add(msg.key().decode())
                 print(f"{msg.topic()}: {msg.key().decode()}: {value}", flush=True)
         finally:
             consumer.close()

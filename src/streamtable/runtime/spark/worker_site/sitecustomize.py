@@ -45,15 +45,30 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = module
 
 
+_GONE = (BrokenPipeError, ConnectionResetError, EOFError)
+
+
 def _quiet_when_the_jvm_is_gone() -> None:
+    import traceback
+
     default = sys.excepthook
 
     def hook(kind, value, tb):  # type: ignore[no-untyped-def]
-        if issubclass(kind, (BrokenPipeError, ConnectionResetError, EOFError)):
+        if issubclass(kind, _GONE):
             return  # the interpreter still exits with code 1
         default(kind, value, tb)
 
     sys.excepthook = hook
+    # PySpark's daemon prints a forked worker's exception itself, then exits with code 1
+    print_exc = traceback.print_exc
+
+    def quiet_print_exc(*args, **kwargs):  # type: ignore[no-untyped-def]
+        kind = sys.exc_info()[0]
+        if kind is not None and issubclass(kind, _GONE):
+            return
+        print_exc(*args, **kwargs)
+
+    traceback.print_exc = quiet_print_exc
 
 
 _prefer_installed_pyspark()

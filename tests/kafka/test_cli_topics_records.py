@@ -35,11 +35,15 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str, stdin: str | None = Non
 
 def _word_count_app(tmp_path: Path, src: str, out: str) -> Path:
     app = tmp_path / "wc_app.py"
+    # the example by path: an "app" module another test imported may be in sys.modules
     app.write_text(
-        "import sys\n"
-        f"sys.path.insert(0, {str(ROOT / 'examples' / 'word_count')!r})\n"
-        "from app import build_topology as _build, config\n"
-        f"def build_topology():\n    return _build({src!r}, {out!r})\n")
+        "import importlib.util\n"
+        "_spec = importlib.util.spec_from_file_location(\n"
+        f"    'word_count_example', {str(ROOT / 'examples' / 'word_count' / 'app.py')!r})\n"
+        "_example = importlib.util.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(_example)\n"
+        "config = _example.config\n"
+        f"def build_topology():\n    return _example.build_topology({src!r}, {out!r})\n")
     return app
 
 

@@ -16,6 +16,7 @@ reads exactly what its first attempt read.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -74,12 +75,51 @@ def reader_config(consumer_conf: dict[str, Any], start: int, end: int) -> dict[s
         }
     )
     conf.setdefault("fetch.wait.max.ms", 100)
+    conf.setdefault("fetch.queue.backoff.ms", 10)
+    conf.setdefault("fetch.error.backoff.ms", 10)
     # librdkafka pauses fetching while this many records are queued; its default (100k) starves
     # a reader that can go faster (measured 3x on 100-byte records). Capped by the range size so
-    # a small range does not prefetch far beyond its end.
-    conf.setdefault("queued.min.messages", max(1000, min(500_000, end - start)))
+    # a small range does not prefetch far beyond its end (a power of 4, so that a consumer kept
+    # for the next range, see _take_consumer, serves ranges of about the same size).
+    wanted = 1024
+    while wanted < min(500_000, end - start):
+        wanted *= 4
+    conf.setdefault("queued.min.messages", wanted)
     conf.setdefault("max.partition.fetch.bytes", 8 * 1024 * 1024)
     return conf
+
+
+# Readers kept for the next range: one per setting in each process (a Spark Python worker runs
+# one task at a time). Making a consumer, connecting it and closing it cost ~50 ms per range,
+# paid by every task of every micro-batch.
+_IDLE: dict[tuple[tuple[str, str], ...], Any] = {}
+_IDLE_LOCK = threading.Lock()
+
+
+def _idle_key(conf: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, str(v)) for k, v in conf.items()))
+
+
+def _take_consumer(conf: dict[str, Any]) -> Any:
+    from confluent_kafka import Consumer
+
+    with _IDLE_LOCK:
+        consumer = _IDLE.pop(_idle_key(conf), None)
+    return consumer if consumer is not None else Consumer(conf)
+
+
+def _give_back(conf: dict[str, Any], consumer: Any) -> None:
+    """Keep a consumer that read its range to the end for the next range; close any other."""
+    try:
+        consumer.unassign()
+    except Exception:
+        consumer.close()
+        return
+    with _IDLE_LOCK:
+        old = _IDLE.pop(_idle_key(conf), None)
+        _IDLE[_idle_key(conf)] = consumer
+    if old is not None:
+        old.close()
 
 
 def consume_range(
@@ -94,10 +134,12 @@ def consume_range(
     """Yield the messages of ``topic[partition]`` with offsets in ``[start, end)``, in offset
     order, in lists of up to ``chunk``; a partition that makes no progress for
     ``read_timeout_s`` fails naming it."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition
 
-    consumer = Consumer(reader_config(consumer_conf, start, end))
+    conf = reader_config(consumer_conf, start, end)
+    consumer = _take_consumer(conf)
     where = f"topic {topic!r} partition {partition}"
+    finished = False
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         done = start >= end
@@ -109,8 +151,11 @@ def consume_range(
         while not done:
             out: list[Any] = []
             while not done and len(out) < chunk:
-                # consume() waits its whole timeout unless the batch fills: keep it short
-                messages: list[Any] = consumer.consume(num_messages=chunk, timeout=0.05)
+                # consume() waits its whole timeout unless the batch fills: ask for no more
+                # than the range still holds, and keep the timeout short
+                position = out[-1].offset() + 1 if out else last_offset + 1
+                wanted = max(1, min(chunk - len(out), end - position))
+                messages: list[Any] = consumer.consume(num_messages=wanted, timeout=0.05)
                 if messages:
                     last_progress = time.monotonic()
                     said = 0
@@ -150,8 +195,12 @@ def consume_range(
             if out:
                 last_offset = out[-1].offset()
                 yield out
+        finished = True
     finally:
-        consumer.close()
+        if finished:
+            _give_back(conf, consumer)
+        else:  # an error, or the reader stopped early: nothing of its state is kept
+            consumer.close()
 
 
 class RangeReader:

@@ -488,7 +488,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for part, off in parts.items()
             ]
             if tps:
-                self._committer.commit(offsets=tps, asynchronous=False)
+                # not waited for: planning the next batch does not hang on lag reporting
+                self._committer.commit(offsets=tps, asynchronous=True)
+                self._committer.poll(0)  # serves the replies of earlier commits
             self._last_group_commit = canonical
         except Exception as exc:  # never fail the query over lag reporting
             logger.warning(

@@ -28,7 +28,6 @@ stages run, so a replayed batch punctuates at the same time as its first attempt
 
 from __future__ import annotations
 
-import functools
 import logging
 import secrets
 import time
@@ -48,10 +47,11 @@ from streamtable.engine.ports import (
 )
 from streamtable.errors import ApplicationFailedError
 from streamtable.kafka.output import KafkaOutput
-from streamtable.kafka.ranges import RangeReader
-from streamtable.runtime.spark.offsets import batch_ranges, ranges_frame
+from streamtable.kafka.ranges import OffsetRange, RangeReader
+from streamtable.runtime.spark import dataflow
+from streamtable.runtime.spark.offsets import batch_ranges
 from streamtable.runtime.spark.placement import check_shared_location
-from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
+from streamtable.runtime.spark.plan import QueryPlan, StagePlan, plan_query, routing_labels
 from streamtable.runtime.spark.progress import (
     _APPS,
     CountsParam,
@@ -59,14 +59,11 @@ from streamtable.runtime.spark.progress import (
     remove_progress_listener,
 )
 from streamtable.runtime.spark.stage import (
-    INPUT_FIELDS,
     KIND_EXTERNAL,
-    KIND_INTERNAL,
     KIND_STORE,
-    OUTPUT_DDL,
-    RECORD_DDL,
-    RECORD_FIELDS,
     StageRunner,
+    batch_context,
+    batch_context_key,
 )
 from streamtable.runtime.spark.state import FileTaskStatePersistence
 from streamtable.serving import configured_serving_store
@@ -77,12 +74,6 @@ from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
 
-
-RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
-INPUT_COLUMNS = [name for name, _ in INPUT_FIELDS]
-# the record columns an offset range leaves empty, with their Spark types
-_RANGE_NULLS = [("timestamp", "long"), ("key", "binary"), ("value", "binary"),
-                ("headers", "array<struct<key:string,value:binary>>")]
 
 __all__ = ["ApplicationFailedError", "KafkaOutput", "StreamsApp"]
 
@@ -162,6 +153,7 @@ class StreamsApp:
         self._warm_up: Any = None
         self._run: str | None = None  # the run id, read from the checkpoint once
         self._plan: QueryPlan | None = None
+        self._flow: dataflow.Dataflow | None = None  # the prepared plan of ranges batches
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
         self.batches = 0
@@ -235,6 +227,7 @@ class StreamsApp:
             if stage.partitions not in plan.labels:
                 plan.labels[stage.partitions] = routing_labels(stage.partitions)
         self._plan = plan
+        self._flow = None
         return plan
 
     def _setup_topics(self) -> dict[str, int]:
@@ -274,100 +267,75 @@ class StreamsApp:
         source's columns (topic, partition, offset, timestamp, key, value, headers), or, from
         a source in ``read.mode=ranges``, one offset range per topic partition (topic,
         partition, start, end) that the stage's tasks read themselves."""
-        from pyspark.sql import functions as F
-
         plan = self._plan or self.prepare()
         started = time.monotonic()
-        global_subs = self.topology.global_subtopologies
         counts = self._task_counts()
         counts.value = Counter()
-        distributed = self._distributed_output()
         punctuating = any(s.punctuates for s in plan.stages)
         wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
-        cached = []
         if "end" in df.columns:
-            known = batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id)
-            if known is not None:  # no Spark job that only lists the ranges
-                df = ranges_frame(df.sparkSession, known)
-            source = df.select(
-                "topic", "partition", F.col("start").alias("offset"),
-                *[F.lit(None).cast(t).alias(c) for c, t in _RANGE_NULLS],
-                F.col("end").alias("_end"))
+            ranges = batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id)
+            if ranges is None:  # the first batch of a query: its start is not in the log
+                ranges = [(r.topic, r.partition, r.start, r.end) for r in
+                          df.select("topic", "partition", "start", "end").collect()]
+            flow = self._prepared_flow(plan, ranges)
+            df.sparkSession.sparkContext.setLocalProperty(
+                batch_context_key(self.application_id),
+                batch_context(batch_id, wall_clock, ranges))
         else:
-            source = df.select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"))
-            if sum(1 for s in plan.stages if s.external_inputs) + len(global_subs) > 1:
-                source = source.persist()
-                cached.append(source)
-        outputs: dict[int, Any] = {}
-        results = []
-        global_changes = [self._run_global_stage(source, st.id, batch_id, plan)
-                          for st in global_subs]
-        for stage in plan.stages:
-            parts = []
-            if stage.external_inputs:
-                parts.append(source.where(F.col("topic").isin(stage.external_inputs))
-                             .withColumn("_route", F.col("partition")))
-            for up in stage.upstream:
-                parts.append(
-                    outputs[up]
-                    .where((F.col("kind") == KIND_INTERNAL)
-                           & F.col("topic").isin(stage.internal_inputs))
-                    .withColumn("_route", F.coalesce(
-                        F.col("route"), F.expr(f"pmod(hash(key), {stage.partitions})")))
-                    .select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"), "_route")
-                )
-            if stage.punctuates:
-                parts.append(_heartbeats(df.sparkSession, stage.partitions))
-            stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
-            streamed = (self._source_by_partition and len(parts) == 1 and not stage.upstream
-                        and len(stage.external_inputs) == 1)
-            if streamed:
-                # each Spark partition of the Kafka source is one Kafka partition in offset
-                # order: one task, whose records can be processed as they arrive
-                routed = stage_input.select(*INPUT_COLUMNS, "_route")
-            else:
-                labels = F.array(*[F.lit(x).cast("long") for x in plan.labels[stage.partitions]])
-                routed = (stage_input
-                          .withColumn("_label", F.element_at(labels, F.col("_route") + 1))
-                          .repartition(stage.partitions, "_label")
-                          .select(*INPUT_COLUMNS, "_route"))
-            runner = StageRunner(
-                self._blob, stage.subtopology, batch_id, self.task_state,
-                self.config.as_dict(), stage.queryable_stores, plan.topic_partitions,
-                streamed=streamed, output=distributed, kafka=self._range_reader(),
-                wall_clock_ms=wall_clock, metrics=counts,
-            )
-            out = routed.mapInArrow(runner, OUTPUT_DDL)
-            # A stage read both by a later stage and by the driver is kept, so that it runs once
-            # (running it twice would be correct, from the same state, but twice the work). A
-            # stage read only by later stages runs as part of theirs.
-            collect = stage.has_results or not stage.consumed_later
-            if stage.consumed_later and collect:
-                out = out.persist()
-                cached.append(out)
-            outputs[stage.subtopology] = out
-            if collect:
-                # with a distributed writer the tasks wrote their records themselves: only
-                # the changes of queryable stores come to the driver
-                results.append(out.where(F.col("kind") == KIND_STORE) if distributed
-                               else out.where(F.col("kind") != KIND_INTERNAL))
-        try:
-            table = functools.reduce(lambda a, b: a.unionByName(b), results).toArrow()
-            if global_changes:
-                import pyarrow as pa
-
-                table = pa.concat_tables([table, *global_changes]).combine_chunks()
-            computed = time.monotonic()
-            self._write_results(batch_id, table)
-        finally:
-            for c in cached:
-                c.unpersist()
+            source = dataflow.record_source(df)
+            flow = dataflow.build(self.topology, plan, source,
+                                  self._runner_factory(plan, batch_id, wall_clock),
+                                  by_partition=False,
+                                  distributed=self._distributed_output() is not None)
+            if sum(1 for s in plan.stages if s.external_inputs) + len(flow.globals) > 1:
+                flow.cached.insert(0, source)
+        table = flow.collect()
+        computed = time.monotonic()
+        self._write_results(batch_id, table)
         self.last_batch_seconds = time.monotonic() - started
         self.metrics.record_batch(self.last_batch_seconds, counts.value)
         log.debug("batch %d: stages %.2f s, output %.2f s (%d rows)", batch_id,
-                 computed - started, self.last_batch_seconds - (computed - started),
-                 table.num_rows)
+                  computed - started, self.last_batch_seconds - (computed - started),
+                  table.num_rows)
         self.batches += 1
+
+    def _prepared_flow(self, plan: QueryPlan, ranges: list[OffsetRange]) -> dataflow.Dataflow:
+        """The query's prepared plan (see ``dataflow``), made again only when a batch has a
+        partition it has no row for (a topic that gained partitions)."""
+        flow = self._flow
+        wanted = {(t, p) for t, p, _, _ in ranges}
+        if flow is None or not wanted <= flow.partitions:
+            known = {(t, p) for t in plan.source_topics + self.topology.global_topics
+                     for p in range(plan.topic_partitions.get(t, 0))}
+            partitions = wanted | known | (flow.partitions if flow else set())
+            spark = self.spark
+            flow = dataflow.build(self.topology, plan,
+                                  dataflow.prepared_source(spark, partitions),
+                                  self._runner_factory(plan, None, 0),
+                                  by_partition=self._source_by_partition,
+                                  distributed=self._distributed_output() is not None)
+            flow.partitions = frozenset(partitions)
+            self._flow = flow
+        return flow
+
+    def _runner_factory(self, plan: QueryPlan, batch_id: int | None,
+                        wall_clock: int) -> dataflow.RunnerFactory:
+        """Makes the stage runners of one batch, or (``batch_id=None``) of a prepared flow,
+        whose runners read the batch from the batch context."""
+        def runner(subtopology: int, stage: StagePlan | None, streamed: bool) -> StageRunner:
+            if stage is None:  # a global table's stage: it writes nothing to Kafka
+                st = self.topology.subtopology(subtopology)
+                return StageRunner(
+                    self._blob, subtopology, batch_id, self.task_state, self.config.as_dict(),
+                    [s for s in st.stores if self.topology.stores[s].queryable],
+                    plan.topic_partitions, kafka=self._range_reader(), wall_clock_ms=wall_clock)
+            return StageRunner(
+                self._blob, subtopology, batch_id, self.task_state, self.config.as_dict(),
+                stage.queryable_stores, plan.topic_partitions, streamed=streamed,
+                output=self._distributed_output(), kafka=self._range_reader(),
+                wall_clock_ms=wall_clock, metrics=self._task_counts())
+        return runner
 
     def _range_reader(self) -> RangeReader:
         """How stage tasks read the offset ranges of a ``read.mode=ranges`` batch."""
@@ -377,24 +345,6 @@ class StreamsApp:
     def _task_timeout_s(self) -> float:
         """How long a batch waits for an unreachable Kafka before it fails."""
         return int(self.config["task.timeout.ms"]) / 1000
-
-    def _run_global_stage(self, source: Any, subtopology: int, batch_id: int,
-                          plan: QueryPlan) -> Any:
-        """Apply this batch's records of a global table's topic (all its partitions, in one task)
-        to the global store, before any stage of the batch reads it; returns the changes of its
-        queryable store, as Arrow rows of the stages' output."""
-        from pyspark.sql import functions as F
-
-        st = self.topology.subtopology(subtopology)
-        queryable = [s for s in st.stores if self.topology.stores[s].queryable]
-        runner = StageRunner(
-            self._blob, subtopology, batch_id, self.task_state, self.config.as_dict(),
-            queryable, plan.topic_partitions, kafka=self._range_reader(),
-        )
-        records = (source.where(F.col("topic").isin(st.source_topics))
-                   .withColumn("_route", F.lit(0)).repartition(1)
-                   .select(*INPUT_COLUMNS, "_route"))
-        return records.mapInArrow(runner, OUTPUT_DDL).where(F.col("kind") == KIND_STORE).toArrow()
 
     def _batch_wall_clock(self, batch_id: int) -> int:
         """The wall-clock time of batch ``batch_id``: read if an earlier attempt recorded it,
@@ -623,10 +573,6 @@ class StreamsApp:
         self.stop()
 
 
-def _heartbeats(spark: Any, tasks: int) -> Any:
-    """One row without a topic per task (``_route``), so that each task of a stage runs."""
-    return spark.createDataFrame([(None,) * len(INPUT_COLUMNS) + (t,) for t in range(tasks)],
-                                 f"{RECORD_DDL}, _end bigint, _route int")
 class _WarmWorkers:
     """The task of the warm-up job: the stage code imported and, when tasks write output
     themselves, the worker's producer connected."""

@@ -15,11 +15,18 @@ one heartbeat row per task (a row without a topic, see ``StreamsApp``), so every
 the heartbeat is not a record. After its records (stream-time punctuation follows each, as in
 the test driver) the task fires the wall-clock punctuations due at ``wall_clock_ms``, the
 batch's time as the driver recorded it with the batch id: a replay punctuates the same way.
+
+A runner built once for every micro-batch of a query (``batch_id=None``) learns its batch from
+the batch context the driver sets on the Spark job (:func:`batch_context`, a local property
+tasks receive): the batch id, its wall-clock time and the offset range of each Kafka partition.
+Its input rows then name partitions only (``offset`` and ``_end`` both ``PARTITION_RANGE``), and
+a task whose partitions have no records in the batch does nothing, as a task without rows.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import sys
 from collections import Counter
@@ -71,6 +78,28 @@ OUTPUT_DDL = (
     "kind tinyint, topic string, partition int, offset bigint, timestamp bigint, key binary, "
     "value binary, headers array<struct<key:string,value:binary>>, route int"
 )
+
+# ``offset`` and ``_end`` of an input row that stands for "this partition's range of the batch,
+# from the batch context"
+PARTITION_RANGE = -1
+_CONTEXT_KEY = "streamtable.batch."
+
+
+def batch_context_key(application_id: str) -> str:
+    """The Spark local property carrying an application's batch context to its tasks."""
+    return _CONTEXT_KEY + application_id
+
+
+def batch_context(batch_id: int, wall_clock_ms: int,
+                  ranges: Iterable[tuple[str, int, int, int]]) -> str:
+    """The batch context of one micro-batch, as the driver hands it to the tasks (JSON).
+
+    >>> batch_context(7, 0, [("t", 1, 5, 9)])
+    '{"batch": 7, "clock": 0, "ranges": [["t", 1, 5, 9]]}'
+    """
+    return json.dumps({"batch": batch_id, "clock": wall_clock_ms,
+                       "ranges": [list(r) for r in ranges]})
+
 
 _TOPOLOGIES: dict[int, tuple[Topology, dict[str, Wiring]]] = {}
 
@@ -162,7 +191,7 @@ def table_records(table: pa.Table) -> list[RawRecord]:
 class StageRunner:
     """The ``mapInArrow`` function of one sub-topology for one batch."""
 
-    def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int,
+    def __init__(self, topology_blob: bytes, subtopology: int, batch_id: int | None,
                  persistence: TaskStatePersistence, config: dict[str, Any],
                  queryable_stores: list[str], topic_partitions: dict[str, int],
                  streamed: bool = False, output: OutputWriter | None = None,
@@ -170,7 +199,9 @@ class StageRunner:
                  metrics: Any = None) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
+        # None: the batch context says, for each batch (see the module's doc)
         self.batch_id = batch_id
+        self._ranges: dict[tuple[str, int], tuple[int, int]] | None = None
         self.persistence = persistence
         self.config = config
         self.queryable_stores = queryable_stores
@@ -187,17 +218,54 @@ class StageRunner:
         self.metrics = metrics
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.batch_id is None:
+            self._read_batch_context()
         if self.streamed:
             yield from self._call_streamed(batches)
             return
         # The task is the records' _route, not Spark's partition id: a stage pipelined into a
         # later union numbers its partitions differently.
-        received = [b for b in batches if b.num_rows]
+        received = [t for b in batches if b.num_rows
+                    and (t := self._without_idle_ranges(pa.Table.from_batches([b]))).num_rows]
         if not received:
             return  # nothing for this task in this batch: its state stays as it is
-        table = pa.Table.from_batches(received)
+        table = pa.concat_tables(received)
         task_id = table.column("_route")[0].as_py()
         yield self.run(task_id, self._task_rows(table, task_id))
+
+    def _read_batch_context(self) -> None:
+        from pyspark import TaskContext
+
+        app = self.config.get("application.id", "")
+        context = TaskContext.get()
+        raw = context.getLocalProperty(batch_context_key(app)) if context else None
+        if raw is None:
+            raise RuntimeError(f"stage {self.subtopology}: no batch context for application "
+                               f"{app!r} on this Spark job")
+        batch = json.loads(raw)
+        self.batch_id = int(batch["batch"])
+        self.wall_clock_ms = int(batch["clock"])
+        self._ranges = {(t, int(p)): (int(a), int(b)) for t, p, a, b in batch["ranges"]}
+
+    def _without_idle_ranges(self, table: pa.Table) -> pa.Table:
+        """``table`` without the rows standing for a partition's range (``PARTITION_RANGE``)
+        that has no records in this batch."""
+        if self._ranges is None or "_end" not in table.column_names:
+            return table
+        ends = table.column("_end")
+        marked = pa.compute.fill_null(pa.compute.equal(ends, PARTITION_RANGE), False)
+        if not pa.compute.any(marked).as_py():
+            return table
+        keep = [not m or (t, p) in self._ranges for m, t, p in zip(
+            marked.to_pylist(), table.column("topic").to_pylist(),
+            table.column("partition").to_pylist(), strict=True)]
+        return table.filter(pa.array(keep))
+
+    def _range(self, topic: str, partition: int, start: int, end: int) -> tuple[int, int]:
+        """The offsets ``[start, end)`` an input row's range stands for in this batch."""
+        if end == PARTITION_RANGE and self._ranges is not None:
+            return self._ranges[(topic, partition)]
+        return start, end
 
     def _task_rows(self, table: pa.Table, task_id: int) -> pa.Table:
         """``table`` without its ``_route`` column, after checking every row is ``task_id``'s."""
@@ -222,6 +290,7 @@ class StageRunner:
                 ranges.column("topic").to_pylist(), ranges.column("partition").to_pylist(),
                 ranges.column("offset").to_pylist(), ranges.column("_end").to_pylist(),
                 strict=True):
+            start, end = self._range(topic, partition, start, end)
             for chunk in self._reader().read(topic, partition, start, end):
                 records.extend(chunk)
         return records
@@ -235,16 +304,16 @@ class StageRunner:
     def _call_streamed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """The records of one Kafka partition, already in offset order: processed as they
         arrive, so the task never holds its whole input."""
-        first = next((b for b in batches if b.num_rows), None)
+        tables = (t for b in batches if b.num_rows
+                  and (t := self._without_idle_ranges(pa.Table.from_batches([b]))).num_rows)
+        first = next(tables, None)
         if first is None:
             return
-        task_id = first.column(first.schema.get_field_index("_route"))[0].as_py()
+        task_id = first.column("_route")[0].as_py()
 
         def chunks() -> Iterator[list[RawRecord]]:
-            for batch in chain((first,), batches):
-                if not batch.num_rows:
-                    continue
-                table = self._task_rows(pa.Table.from_batches([batch]), task_id)
+            for given in chain((first,), tables):
+                table = self._task_rows(given, task_id)
                 ends = table.column("_end")
                 if ends.null_count == len(ends):
                     yield table_records(table)
@@ -252,6 +321,7 @@ class StageRunner:
                 for topic, partition, start, end in zip(
                         table.column("topic").to_pylist(), table.column("partition").to_pylist(),
                         table.column("offset").to_pylist(), ends.to_pylist(), strict=True):
+                    start, end = self._range(topic, partition, start, end)
                     yield from self._reader().read(topic, partition, start, end)
 
         def records() -> Iterator[RawRecord]:
@@ -289,6 +359,7 @@ class StageRunner:
 
     def _run(self, task_id: int,
              records: Callable[[PartitionGroupOrdering], Iterable[RawRecord]]) -> pa.RecordBatch:
+        assert self.batch_id is not None
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
         sub = topology.subtopology(self.subtopology)

@@ -279,6 +279,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._probe: Any = None
         self._committer: Any = None
         self._last_group_commit: Offsets | None = None
+        self._reported: Offsets | None = None  # ends read by latestOffset, for its report
 
     # ---------------------------------------------------------------- driver-side clients
 
@@ -414,6 +415,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._commit_to_group(start)
         ends = self._target if self._target is not None else self._waiting_for_kafka(
             "plan the next batch", self._end_offsets)
+        self._reported = ends
         merged: dict[str, dict[str, int]] = {t: dict(ps) for t, ps in start.items()}
         available: dict[tuple[str, str], int] = {}
         for topic, parts in ends.items():
@@ -457,6 +459,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 delay = min(delay * 2, 5.0)
 
     def reportLatestOffset(self) -> dict | None:
+        # Spark asks right after latestOffset: the ends it just read are as fresh (asking Kafka
+        # again cost a round trip per micro-batch)
+        ends = self._reported
+        if ends is not None:
+            self._reported = None
+            return ends
         try:
             return self._end_offsets()
         except Exception:  # reporting only

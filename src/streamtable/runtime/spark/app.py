@@ -273,22 +273,24 @@ class StreamsApp:
         counts.value = Counter()
         punctuating = any(s.punctuates for s in plan.stages)
         wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
-        if "end" in df.columns:
-            ranges = batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id)
-            if ranges is None:  # the first batch of a query: its start is not in the log
-                ranges = [(r.topic, r.partition, r.start, r.end) for r in
-                          df.select("topic", "partition", "start", "end").collect()]
+        ranges = (batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id)
+                  if "end" in df.columns else None)
+        if ranges is not None:
             flow = self._prepared_flow(plan, ranges)
             df.sparkSession.sparkContext.setLocalProperty(
                 batch_context_key(self.application_id),
                 batch_context(batch_id, wall_clock, ranges))
         else:
-            source = dataflow.record_source(df)
+            # records, or the ranges of a query's first batch (its start is not in the log):
+            # a plan over this batch's DataFrame
+            ranged = "end" in df.columns
+            source = dataflow.range_source(df) if ranged else dataflow.record_source(df)
             flow = dataflow.build(self.topology, plan, source,
                                   self._runner_factory(plan, batch_id, wall_clock),
-                                  by_partition=False,
+                                  by_partition=ranged and self._source_by_partition,
                                   distributed=self._distributed_output() is not None)
-            if sum(1 for s in plan.stages if s.external_inputs) + len(flow.globals) > 1:
+            if (not ranged and sum(1 for s in plan.stages if s.external_inputs)
+                    + len(flow.globals) > 1):
                 flow.cached.insert(0, source)
         table = flow.collect()
         computed = time.monotonic()
@@ -496,6 +498,7 @@ class StreamsApp:
         else:
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
+        _fast_checkpoint_files(spark)
         ensure_progress_listener(spark)
         _APPS[self.application_id] = self
         check_shared_location(spark, self.shared_location)
@@ -571,6 +574,22 @@ class StreamsApp:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# Spark's checkpoint file manager over the Hadoop FileSystem API: the query's offset and commit
+# logs are written the same way (a temporary file renamed into place), in ~15 ms instead of the
+# ~45 ms of the default FileContext one, twice a micro-batch. The checkpoint is in state.dir, a
+# directory of this machine.
+CHECKPOINT_FILE_MANAGER = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                           "FileSystemBasedCheckpointFileManager")
+_CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+def _fast_checkpoint_files(spark: Any) -> None:
+    """Use ``CHECKPOINT_FILE_MANAGER`` for the queries started from now on, unless the session
+    names a manager of its own."""
+    if spark.conf.get(_CHECKPOINT_FILE_MANAGER_KEY, None) is None:
+        spark.conf.set(_CHECKPOINT_FILE_MANAGER_KEY, CHECKPOINT_FILE_MANAGER)
 
 
 class _WarmWorkers:

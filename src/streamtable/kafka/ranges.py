@@ -86,6 +86,9 @@ def reader_config(consumer_conf: dict[str, Any], start: int, end: int) -> dict[s
         wanted *= 4
     conf.setdefault("queued.min.messages", wanted)
     conf.setdefault("max.partition.fetch.bytes", 8 * 1024 * 1024)
+    # librdkafka's prefetch queue may hold this much (default 64 MB): two fetches ahead is
+    # enough to keep a task busy, and the rest is memory a Python worker never gives back
+    conf.setdefault("queued.max.messages.kbytes", 16 * 1024)
     return conf
 
 

@@ -42,6 +42,9 @@ Options:
 * ``kafka.<name>``: any librdkafka consumer setting (e.g. ``kafka.security.protocol``).
 * ``development.broker.profile`` (``true``/``false``): see :mod:`streamtable.kafka.broker`.
 
+* ``initial.offsets.file``: a path where the offsets a new query starts from (its first batch's
+  start, which Spark's offset log does not hold) are written before that batch is planned.
+
 * ``clock.tick.ms``: if set, the offsets also carry a clock (``"@clock"``, not a topic) that
   moves every this many ms, so that Spark plans a micro-batch that often even when no record
   arrives (for wall-clock punctuation); not with ``Trigger.AvailableNow``.
@@ -52,6 +55,7 @@ query runs are read from their beginning.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -245,6 +249,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"streamtable-kafka: starting.offsets must be 'earliest' or 'latest', "
                 f"got {self.starting_offsets!r}"
             )
+        # where initialOffset() records the offsets a new query starts from (see the option)
+        self.initial_offsets_file = opts.get("initial.offsets.file") or None
         max_records = opts.get("max.records.per.batch")
         self.max_records_per_batch = int(max_records) if max_records else None
         if self.max_records_per_batch is not None and self.max_records_per_batch < 1:
@@ -397,6 +403,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             offsets = self._list_offsets(partitions, latest=False)
         logger.info("streamtable-kafka initial offsets (%s): %s", self.starting_offsets, offsets)
+        if self.initial_offsets_file:
+            _write_atomically(self.initial_offsets_file, json.dumps(offsets))
         return offsets
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -587,3 +595,13 @@ def _read_partition(
             ],
             schema=arrow_schema,
         )
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """``text`` into ``path`` through a temporary file renamed into place."""
+    import os
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)

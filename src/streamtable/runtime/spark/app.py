@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -154,6 +155,7 @@ class StreamsApp:
         self._run: str | None = None  # the run id, read from the checkpoint once
         self._plan: QueryPlan | None = None
         self._flow: dataflow.Dataflow | None = None  # the prepared plan of ranges batches
+        self._flow_lock = threading.Lock()
         self._blob = cloudpickle.dumps(topology)
         self.last_batch_seconds = 0.0
         self.batches = 0
@@ -273,16 +275,15 @@ class StreamsApp:
         counts.value = Counter()
         punctuating = any(s.punctuates for s in plan.stages)
         wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
-        ranges = (batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id)
-                  if "end" in df.columns else None)
+        ranges = (batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id,
+                               self._initial_offsets_file) if "end" in df.columns else None)
         if ranges is not None:
             flow = self._prepared_flow(plan, ranges)
             df.sparkSession.sparkContext.setLocalProperty(
                 batch_context_key(self.application_id),
                 batch_context(batch_id, wall_clock, ranges))
         else:
-            # records, or the ranges of a query's first batch (its start is not in the log):
-            # a plan over this batch's DataFrame
+            # records, or ranges the driver cannot tell: a plan over this batch's DataFrame
             ranged = "end" in df.columns
             source = dataflow.range_source(df) if ranged else dataflow.record_source(df)
             flow = dataflow.build(self.topology, plan, source,
@@ -305,6 +306,16 @@ class StreamsApp:
     def _prepared_flow(self, plan: QueryPlan, ranges: list[OffsetRange]) -> dataflow.Dataflow:
         """The query's prepared plan (see ``dataflow``), made again only when a batch has a
         partition it has no row for (a topic that gained partitions)."""
+        with self._flow_lock:
+            return self._prepare_flow(plan, ranges)
+
+    def _prepare_in_background(self, plan: QueryPlan) -> None:
+        try:
+            self._prepared_flow(plan, [])
+        except Exception as e:  # the first batch that needs it makes it, and reports errors
+            log.debug("preparing the batches' plan failed: %s", e)
+
+    def _prepare_flow(self, plan: QueryPlan, ranges: list[OffsetRange]) -> dataflow.Dataflow:
         flow = self._flow
         wanted = {(t, p) for t, p, _, _ in ranges}
         if flow is None or not wanted <= flow.partitions:
@@ -320,6 +331,10 @@ class StreamsApp:
             flow.partitions = frozenset(partitions)
             self._flow = flow
         return flow
+
+    @property
+    def _initial_offsets_file(self) -> Path:
+        return self.checkpoint_dir / "query-initial-offsets.json"
 
     def _runner_factory(self, plan: QueryPlan, batch_id: int | None,
                         wall_clock: int) -> dataflow.RunnerFactory:
@@ -453,7 +468,9 @@ class StreamsApp:
                    "group.id": self.application_id,
                    # the stages read their partitions' records themselves
                    "read.mode": "ranges",
-                   "task.timeout.ms": str(self.config["task.timeout.ms"])}
+                   "task.timeout.ms": str(self.config["task.timeout.ms"]),
+                   # the start of a new query's first batch, for its ranges (see offsets.py)
+                   "initial.offsets.file": str(self._initial_offsets_file)}
         for key, value in self.config.kafka_client_config.items():
             if key != "bootstrap.servers":
                 options[f"kafka.{key}"] = str(value)
@@ -505,6 +522,9 @@ class StreamsApp:
         self._source_by_partition = True
         self._failure = None
         self._query = writer.start()
+        # the batches' plan, made while the query starts (py4j calls: ~0.3 s on a cold JVM)
+        threading.Thread(target=self._prepare_in_background, args=(plan,), daemon=True,
+                         name="streamtable-plan").start()
         log.info("started %s on %s: %d stages, tasks %s", self.application_id,
                  spark.sparkContext.master, len(plan.stages),
                  [s.partitions for s in plan.stages])

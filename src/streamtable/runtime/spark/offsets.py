@@ -39,11 +39,24 @@ def _end_offsets(offset_log: Path, batch_id: int) -> dict[str, dict[str, int]] |
     return offsets
 
 
-def batch_ranges(offset_log: Path, batch_id: int) -> list[OffsetRange] | None:
+def _initial_offsets(path: Path | None) -> dict[str, dict[str, int]] | None:
+    if path is None:
+        return None
+    try:
+        offsets: dict[str, dict[str, int]] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return offsets
+
+
+def batch_ranges(offset_log: Path, batch_id: int,
+                 initial: Path | None = None) -> list[OffsetRange] | None:
     """The offset ranges of ``batch_id`` from the query's offset log, or None when the log
-    cannot tell (the first batch, or no log)."""
+    cannot tell (no log, or the first batch without ``initial``: the file where the source wrote
+    the offsets the query started from)."""
     end = _end_offsets(offset_log, batch_id)
-    start = _end_offsets(offset_log, batch_id - 1) if batch_id > 0 else None
+    start = (_end_offsets(offset_log, batch_id - 1) if batch_id > 0
+             else _initial_offsets(initial))
     if end is None or start is None:
         return None
     return offset_ranges(start, end)

@@ -2,10 +2,10 @@
 
 Spark writes a batch's end offsets to the query's offset log (``<checkpoint>/offsets/<batch>``)
 before it runs the batch, and a batch starts where the one before it ended. Reading the two
-files gives the ranges the Kafka source would hand the stages, so the stages can be fed from a
-small driver-built DataFrame instead of a Spark job that runs the source's Python reader once per
-partition only to produce one row each. A replayed batch reads the same two files, so it reads
-exactly the records its first attempt read.
+files gives the ranges the Kafka source would hand the stages, so the driver hands them to the
+tasks in the batch context (see ``stage.py``) instead of running a Spark job of the source's
+Python reader only to produce one row per partition. A replayed batch reads the same two files,
+so it reads exactly the records its first attempt read.
 
 >>> import json, pathlib, tempfile
 >>> log = pathlib.Path(tempfile.mkdtemp())
@@ -15,6 +15,13 @@ exactly the records its first attempt read.
 [('t', 0, 5, 9)]
 >>> batch_ranges(log, 3) is None   # the first batch: its start is not in the log
 True
+
+A new query's first batch starts where the source says it started (``initial.offsets.file``):
+
+>>> _ = (log / "0").write_text("v1\\n{}\\n" + json.dumps({"t": {"0": 5, "1": 2}}))
+>>> _ = (log / "start.json").write_text(json.dumps({"t": {"0": 1, "1": 0}}))
+>>> batch_ranges(log, 0, initial=log / "start.json")
+[('t', 0, 1, 5), ('t', 1, 0, 2)]
 """
 
 from __future__ import annotations

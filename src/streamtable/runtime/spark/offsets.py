@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from streamtable.kafka.ranges import OffsetRange, offset_ranges
 
@@ -67,22 +66,3 @@ def batch_ranges(offset_log: Path, batch_id: int,
     if end is None or start is None:
         return None
     return offset_ranges(start, end)
-
-
-def ranges_frame(spark: Any, ranges: list[OffsetRange]) -> Any:
-    """The ranges as a DataFrame with the Kafka source's ``read.mode=ranges`` columns, one Spark
-    partition per range (so a stage reading one topic gets one Kafka partition per task)."""
-    from pyspark.sql import functions as F
-
-    ids = spark.range(0, len(ranges), 1, max(1, len(ranges)))
-
-    def column(values: list[Any], kind: str, name: str) -> Any:
-        if not values:
-            return F.lit(None).cast(kind).alias(name)
-        return F.element_at(F.array(*[F.lit(v).cast(kind) for v in values]),
-                            (F.col("id") + 1).cast("int")).alias(name)
-
-    topics, partitions, starts, ends = (list(c) for c in zip(*ranges, strict=True)) \
-        if ranges else ([], [], [], [])
-    return ids.select(column(topics, "string", "topic"), column(partitions, "int", "partition"),
-                      column(starts, "long", "start"), column(ends, "long", "end"))

@@ -11,7 +11,7 @@ from streamtable.kafka.ranges import RangeReader, reader_config
 
 def _forget_kept_consumers() -> None:
     while ranges._IDLE:
-        ranges._IDLE.popitem()[1].close()
+        ranges._IDLE.popitem()[1][0].close()
 
 
 def _offsets(reader: RangeReader, topic: str, start: int, end: int) -> list[int]:
@@ -25,10 +25,10 @@ def test_consecutive_ranges_are_read_exactly_by_one_kept_consumer(
     reader = RangeReader({"bootstrap.servers": bootstrap}, chunk=7)
     _forget_kept_consumers()
     assert _offsets(reader, topic, 0, 10) == list(range(10))
-    kept = list(ranges._IDLE.values())
+    kept = [c for c, _ in ranges._IDLE.values()]
     assert len(kept) == 1  # the consumer waits for the next range of about the same size
     assert _offsets(reader, topic, 10, 20) == list(range(10, 20))
-    assert list(ranges._IDLE.values()) == kept  # the same consumer read it
+    assert [c for c, _ in ranges._IDLE.values()] == kept  # the same consumer read it
     # to the end of the log, and a range read again (a replayed batch)
     assert _offsets(reader, topic, 20, 30) == list(range(20, 30))
     assert _offsets(reader, topic, 10, 20) == list(range(10, 20))

@@ -96,8 +96,7 @@ def reader_config(consumer_conf: dict[str, Any], start: int, end: int) -> dict[s
 # one task at a time). Making a consumer, connecting it and closing it cost ~50 ms per range,
 # paid by every task of every micro-batch. One not used again for IDLE_S is closed (its
 # connections would outlive an application that stopped, and a broker that went away).
-_IDLE: dict[tuple[tuple[str, str], ...], Any] = {}
-_IDLE_SINCE: dict[tuple[tuple[str, str], ...], float] = {}
+_IDLE: dict[tuple[tuple[str, str], ...], tuple[Any, float]] = {}  # key -> (consumer, since)
 _IDLE_LOCK = threading.Lock()
 IDLE_S = 30.0
 _sweeper: threading.Thread | None = None
@@ -108,10 +107,8 @@ def _sweep() -> None:
         time.sleep(IDLE_S / 3)
         now = time.monotonic()
         with _IDLE_LOCK:
-            old = [k for k, since in _IDLE_SINCE.items() if now - since > IDLE_S]
-            expired = [_IDLE.pop(k) for k in old if k in _IDLE]
-            for k in old:
-                del _IDLE_SINCE[k]
+            old = [k for k, (_, since) in _IDLE.items() if now - since > IDLE_S]
+            expired = [_IDLE.pop(k)[0] for k in old]
         for consumer in expired:
             consumer.close()
 
@@ -123,11 +120,9 @@ def _idle_key(conf: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 def _take_consumer(conf: dict[str, Any]) -> Any:
     from confluent_kafka import Consumer
 
-    key = _idle_key(conf)
     with _IDLE_LOCK:
-        consumer = _IDLE.pop(key, None)
-        _IDLE_SINCE.pop(key, None)
-    return consumer if consumer is not None else Consumer(conf)
+        kept = _IDLE.pop(_idle_key(conf), None)
+    return kept[0] if kept is not None else Consumer(conf)
 
 
 def _give_back(conf: dict[str, Any], consumer: Any) -> None:
@@ -141,14 +136,13 @@ def _give_back(conf: dict[str, Any], consumer: Any) -> None:
     key = _idle_key(conf)
     with _IDLE_LOCK:
         old = _IDLE.pop(key, None)
-        _IDLE[key] = consumer
-        _IDLE_SINCE[key] = time.monotonic()
+        _IDLE[key] = (consumer, time.monotonic())
         if _sweeper is None:
             _sweeper = threading.Thread(target=_sweep, name="streamtable-idle-readers",
                                         daemon=True)
             _sweeper.start()
     if old is not None:
-        old.close()
+        old[0].close()
 
 
 def consume_range(

@@ -404,7 +404,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             offsets = self._list_offsets(partitions, latest=False)
         logger.info("streamtable-kafka initial offsets (%s): %s", self.starting_offsets, offsets)
         if self.initial_offsets_file:
-            _write_atomically(self.initial_offsets_file, json.dumps(offsets))
+            from pathlib import Path
+
+            from streamtable.storage import storage_at
+
+            path = Path(self.initial_offsets_file)
+            storage_at(str(path.parent)).write(path.name, json.dumps(offsets).encode())
         return offsets
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -595,13 +600,3 @@ def _read_partition(
             ],
             schema=arrow_schema,
         )
-
-
-def _write_atomically(path: str, text: str) -> None:
-    """``text`` into ``path`` through a temporary file renamed into place."""
-    import os
-
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

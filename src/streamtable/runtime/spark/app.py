@@ -342,17 +342,16 @@ class StreamsApp:
         """Makes the stage runners of one batch, or (``batch_id=None``) of a prepared flow,
         whose runners read the batch from the batch context."""
         def runner(subtopology: int, stage: StagePlan | None, streamed: bool) -> StageRunner:
-            if stage is None:  # a global table's stage: it writes nothing to Kafka
-                st = self.topology.subtopology(subtopology)
-                return StageRunner(
-                    self._blob, subtopology, batch_id, self.task_state, self.config.as_dict(),
-                    [s for s in st.stores if self.topology.stores[s].queryable],
-                    plan.topic_partitions, kafka=self._range_reader(), wall_clock_ms=wall_clock)
+            # stage None: a global table's stage, which writes nothing to Kafka
+            queryable = (stage.queryable_stores if stage is not None else
+                         [s for s in self.topology.subtopology(subtopology).stores
+                          if self.topology.stores[s].queryable])
             return StageRunner(
                 self._blob, subtopology, batch_id, self.task_state, self.config.as_dict(),
-                stage.queryable_stores, plan.topic_partitions, streamed=streamed,
-                output=self._distributed_output(), kafka=self._range_reader(),
-                wall_clock_ms=wall_clock, metrics=self._task_counts())
+                queryable, plan.topic_partitions,
+                streamed=streamed, output=None if stage is None else self._distributed_output(),
+                kafka=self._range_reader(), wall_clock_ms=wall_clock,
+                metrics=None if stage is None else self._task_counts())
         return runner
 
     def _range_reader(self) -> RangeReader:

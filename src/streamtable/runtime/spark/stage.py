@@ -225,8 +225,7 @@ class StageRunner:
             return
         # The task is the records' _route, not Spark's partition id: a stage pipelined into a
         # later union numbers its partitions differently.
-        received = [t for b in batches if b.num_rows
-                    and (t := self._without_idle_ranges(pa.Table.from_batches([b]))).num_rows]
+        received = list(self._input_tables(batches))
         if not received:
             return  # nothing for this task in this batch: its state stays as it is
         table = pa.concat_tables(received)
@@ -246,6 +245,12 @@ class StageRunner:
         self.batch_id = int(batch["batch"])
         self.wall_clock_ms = int(batch["clock"])
         self._ranges = {(t, int(p)): (int(a), int(b)) for t, p, a, b in batch["ranges"]}
+
+    def _input_tables(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
+        """The input batches with rows, as tables, without ranges that are empty this batch."""
+        for b in batches:
+            if b.num_rows and (t := self._without_idle_ranges(pa.Table.from_batches([b]))).num_rows:
+                yield t
 
     def _without_idle_ranges(self, table: pa.Table) -> pa.Table:
         """``table`` without the rows standing for a partition's range (``PARTITION_RANGE``)
@@ -304,8 +309,7 @@ class StageRunner:
     def _call_streamed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """The records of one Kafka partition, already in offset order: processed as they
         arrive, so the task never holds its whole input."""
-        tables = (t for b in batches if b.num_rows
-                  and (t := self._without_idle_ranges(pa.Table.from_batches([b]))).num_rows)
+        tables = self._input_tables(batches)
         first = next(tables, None)
         if first is None:
             return

@@ -114,6 +114,8 @@ class OutputWatcher(threading.Thread):
         super().__init__(daemon=True, name=f"watch-{topic}")
         from streamtable.kafka.admin import partition_counts
 
+        self.bootstrap = bootstrap
+        self.topic = topic
         self.workload = workload
         self.check = check
         self.check_interval = check_interval
@@ -188,6 +190,41 @@ class OutputWatcher(threading.Thread):
                         self.ok_time = self.t_last
         finally:
             self.consumer.close()
+
+    def reread(self, timeout: float = 60.0) -> tuple[int, str | None]:
+        """Read the whole topic again with a fresh consumer (the live one may have been
+        handed an incomplete fetch): (messages, the check's verdict on them)."""
+        consumer = Consumer({
+            "bootstrap.servers": self.bootstrap,
+            "group.id": f"bench-reread-{self.topic}-{time.time()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        })
+        from streamtable.kafka.admin import partition_counts
+
+        n = partition_counts(self.bootstrap, [self.topic])[self.topic]
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+                for p in range(n)}
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(n)])
+        last: dict[Any, bytes] = {}
+        seen = {p: 0 for p in range(n)}
+        count = 0
+        deadline = time.time() + timeout
+        try:
+            while any(seen[p] < ends[p] for p in range(n)) and time.time() < deadline:
+                for m in consumer.consume(num_messages=10_000, timeout=0.2):
+                    if m.error():
+                        continue
+                    count += 1
+                    seen[m.partition() or 0] = (m.offset() or 0) + 1
+                    key, value = m.key(), m.value()
+                    if value is None:
+                        last.pop(key, None)
+                    else:
+                        last[key] = value
+        finally:
+            consumer.close()
+        return count, (self.check(last) if self.check is not None else None)
 
     def recheck(self) -> str | None:
         if self.check is None:

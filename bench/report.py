@@ -280,7 +280,7 @@ def workload_table(info: dict[str, Any], wl: str) -> str:
     notes = []
     for r in rows:
         label = info["contenders"].get(r["contender"], r["contender"])
-        if r["status"] not in ("OK",):
+        if r["status"] not in ("OK",) or r.get("reason"):
             notes.append(f"* **{label}: {r['status']}** — {r['reason']}"
                          + (f" (log: `{r['log']}`)" if r.get("log") else ""))
         L = r.get("latency") or {}

@@ -205,8 +205,19 @@ def run_throughput(c: Contender, ds: Dataset, bootstrap: str, in_topic: str, run
                     res.status, res.reason = "FAILED", f"process exited with code {rc}"
                     break
                 if now - exited_at > opts.exit_grace:
-                    res.status = "FAILED"
-                    res.reason = f"exited, output wrong: {watcher.recheck()}"
+                    live = watcher.recheck()
+                    count, diff = watcher.reread()
+                    if diff is None:
+                        # the topic is right: the live reader missed records (seen once on
+                        # the development broker); the time is then the exit, an upper bound
+                        res.reason = (f"the live reader saw {watcher.messages:,} records and a "
+                                      f"wrong result ({live}); a re-read of the topic found "
+                                      f"{count:,} records and the right result: time to exit")
+                        watcher.ok_time = exited_at
+                    else:
+                        res.status = "FAILED"
+                        res.reason = (f"exited, output wrong: {live}; a re-read of the topic "
+                                      f"({count:,} records): {diff}")
                     break
             started = proc.events().get("started")
             t_start = started["t"] if started else proc.t_launch

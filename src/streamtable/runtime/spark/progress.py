@@ -89,6 +89,8 @@ def ensure_progress_listener(spark: Any) -> None:
             progress_log.info("%s batch %d: %d records in %.2f s (%.0f records/s)%s",
                               p.name, p.batchId, rows, ms / 1000, rows * 1000 / ms,
                               "" if lag is None else f", {lag} behind")
+            progress_log.debug("%s batch %d: durations (ms) %s", p.name, p.batchId,
+                               dict(p.durationMs))
 
         def onQueryIdle(self, event: Any) -> None:
             pass

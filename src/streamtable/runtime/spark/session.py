@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from streamtable.runtime.spark import jvm_archive
+
 log = logging.getLogger(__name__)
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
@@ -90,6 +92,9 @@ def spark_session(master: str | None = None, app_name: str = "streamtable",
         .config("spark.ui.showConsoleProgress", "false")
     )
     driver_options = [QUICK_JIT] if quick_jit else []
+    archive = jvm_archive.java_option()
+    if archive:  # Spark's classes mapped from the archive: a start ~2 s shorter
+        driver_options.append(archive)
     if quick_jit:
         builder = builder.config("spark.executor.extraJavaOptions", QUICK_JIT)
     if log_file is not None:

@@ -1,0 +1,176 @@
+"""A class-data archive of Spark's JVM (Java's AppCDS): the classes a streamtable query loads,
+parsed and verified once, then mapped by every later JVM instead of loaded from the jars.
+
+A cold Spark JVM spends most of its first seconds loading and verifying some 15,000 classes.
+With the archive, measured on a 2-core machine: a session starts in ~3.1 s instead of ~5.5 s,
+and its first jobs take ~2.4 s instead of ~4.1 s. Nothing else changes: a JVM that finds the
+archive missing, or made for another Java or Spark, loads its classes from the jars as before.
+
+The archive is one file per (Java, Spark) pair under ``$STREAMTABLE_CACHE_DIR`` (default
+``~/.cache/streamtable``). ``streamtable jvm-archive`` (and ``make install``) makes it: a fresh
+JVM runs a small training run of the paths a query takes (Python tasks, a shuffle, a streaming
+query with a Python source and ``foreachBatch``) and writes the classes it loaded when it exits.
+
+>>> option = java_option()   # '' until the archive exists
+>>> option == '' or option.startswith('-XX:SharedArchiveFile=')
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DISABLE_ENV = "STREAMTABLE_JVM_ARCHIVE"  # "0": never use the archive
+CACHE_ENV = "STREAMTABLE_CACHE_DIR"
+# a JVM that cannot use the archive says so on stderr: it runs as without one, quietly
+_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def _java() -> Path | None:
+    home = os.environ.get("JAVA_HOME")
+    found = Path(home) / "bin" / "java" if home else None
+    if found is None or not found.exists():
+        which = shutil.which("java")
+        found = Path(which) if which else None
+    return found.resolve() if found is not None else None
+
+
+def _fingerprint(path: Path) -> str:
+    st = path.stat()
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def archive_path() -> Path | None:
+    """Where the archive for this Java and this Spark is (None without a Java)."""
+    java = _java()
+    if java is None:
+        return None
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    parts = [_fingerprint(java), pyspark.__version__]
+    base = java.parent.parent / "lib" / "server" / "classes.jsa"
+    if base.exists():  # the JDK's own archive, which a dynamic archive extends
+        parts.append(_fingerprint(base))
+    if jars.is_dir():
+        parts += sorted(p.name for p in jars.iterdir())
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "streamtable")
+    return cache / f"spark-classes-{pyspark.__version__}-{key}.jsa"
+
+
+def java_option() -> str:
+    """The driver's JVM option that maps the archive, or '' when there is none (or
+    ``STREAMTABLE_JVM_ARCHIVE=0``)."""
+    if os.environ.get(DISABLE_ENV, "1") == "0":
+        return ""
+    path = archive_path()
+    if path is None or not path.exists():
+        return ""
+    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+
+
+def build(path: Path | None = None, timeout_s: float = 600.0) -> Path:
+    """Make the archive (a training run in a fresh Python process and JVM); returns its path.
+
+    >>> build()  # doctest: +SKIP
+    PosixPath('/root/.cache/streamtable/spark-classes-4.1.0-3f2a....jsa')
+    """
+    path = path or archive_path()
+    if path is None:
+        raise RuntimeError("no Java found (JAVA_HOME or java on the PATH): Spark needs Java 17")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    started = time.monotonic()
+    env = {**os.environ, DISABLE_ENV: "0"}
+    proc = subprocess.run([sys.executable, "-m", __name__, str(partial)], env=env,
+                          capture_output=True, text=True, timeout=timeout_s)
+    if not partial.exists() or partial.stat().st_size == 0:
+        partial.unlink(missing_ok=True)
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise RuntimeError(f"the training run wrote no class archive (exit code "
+                           f"{proc.returncode}):\n{tail}")
+    os.replace(partial, path)
+    log.info("class archive %s (%.0f MB) in %.1f s", path, path.stat().st_size / 2**20,
+             time.monotonic() - started)
+    return path
+
+
+# -- the training run (``python -m streamtable.runtime.spark.jvm_archive <archive>``) ----------
+def _train_task(batches: Iterator[Any]) -> Iterator[Any]:
+    yield from batches
+
+
+def _train(archive: str) -> None:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from streamtable.runtime.spark.session import spark_session
+    from streamtable.runtime.spark.startup import fast_checkpoint_files
+
+    class TrainingReader(DataSourceStreamReader):
+        def initialOffset(self) -> dict[str, int]:
+            return {"n": 0}
+
+        def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
+            return {"n": 2}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
+            return [InputPartition(i) for i in range(start["n"], end["n"])]
+
+        def read(self, partition: Any) -> Iterator[tuple[int]]:
+            yield (partition.value,)
+
+    class TrainingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "streamtable-training"
+
+        def schema(self) -> str:
+            return "n long"
+
+        def streamReader(self, schema: Any) -> DataSourceStreamReader:
+            return TrainingReader()
+
+    spark = spark_session("local[2]", "streamtable-jvm-archive",
+                          conf={"spark.driver.extraJavaOptions":
+                                f"-XX:ArchiveClassesAtExit={archive}"})
+    rows = spark.range(0, 100, numPartitions=2).selectExpr("id", "cast(id as binary) as key")
+    for _ in range(2):
+        rows.repartition(2, "id").mapInArrow(_train_task, "id long, key binary").toArrow()
+    spark.createDataFrame([(1, b"a")], "id long, key binary").collect()
+
+    def each_batch(df: Any, batch_id: int) -> None:
+        df.columns  # noqa: B018  (the batch's plan, as a query's first look at it)
+        rows.repartition(2, "id").mapInArrow(_train_task, "id long, key binary").toArrow()
+
+    fast_checkpoint_files(spark)
+    spark.dataSource.register(TrainingSource)
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = (spark.readStream.format("streamtable-training").load().writeStream
+                 .option("checkpointLocation", checkpoint).foreachBatch(each_batch)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(300)
+    jvm = spark.sparkContext._jvm
+    spark.stop()
+    # the JVM writes the archive when it exits normally (the Python side exiting kills it)
+    jvm.java.lang.System.exit(0)
+
+
+if __name__ == "__main__":
+    try:
+        _train(sys.argv[1])
+    except Exception:  # the JVM has exited (writing the archive): py4j loses its connection
+        if not os.path.exists(sys.argv[1]):
+            raise

@@ -632,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
             in_topic = f"{run_id}-{wl}-input"
             create_topics(bootstrap, {in_topic: PARTITIONS})
             gen_s = time.time() - t0
-            load_s = load_topic(bootstrap, in_topic, ds.records)
+            load_s = load_topic(bootstrap, in_topic, ds.records, PARTITIONS)
             datasets[wl] = {"records": len(ds.records), "topic": in_topic, **ds.stats,
                             "generate_s": round(gen_s, 1), "load_s": round(load_s, 1)}
             say(f"{wl}: {len(ds.records):,} records into {in_topic} ({PARTITIONS} partitions) "

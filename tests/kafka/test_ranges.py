@@ -56,4 +56,5 @@ def test_ranges_of_different_sizes_use_consumers_sized_for_them() -> None:
     similar = reader_config({"bootstrap.servers": "b:1"}, 100, 4_000)
     large = reader_config({"bootstrap.servers": "b:1"}, 0, 250_000)
     assert small["queued.min.messages"] == similar["queued.min.messages"] == 4096
-    assert large["queued.min.messages"] == 262_144
+    # a large range's reader queues no more records than QUEUED_RECORDS_MAX
+    assert large["queued.min.messages"] == ranges.QUEUED_RECORDS_MAX == 16_384

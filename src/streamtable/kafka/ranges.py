@@ -62,6 +62,9 @@ class KafkaSourceError(RuntimeError):
     """The Kafka source could not do its work (the message names topic and partition)."""
 
 
+QUEUED_RECORDS_MAX = 16_384
+
+
 def reader_config(consumer_conf: dict[str, Any], start: int, end: int) -> dict[str, Any]:
     """The settings of a consumer that reads ``[start, end)`` of one assigned partition."""
     conf = dict(consumer_conf)
@@ -77,12 +80,15 @@ def reader_config(consumer_conf: dict[str, Any], start: int, end: int) -> dict[s
     conf.setdefault("fetch.wait.max.ms", 100)
     conf.setdefault("fetch.queue.backoff.ms", 10)
     conf.setdefault("fetch.error.backoff.ms", 10)
-    # librdkafka pauses fetching while this many records are queued; its default (100k) starves
-    # a reader that can go faster (measured 3x on 100-byte records). Capped by the range size so
-    # a small range does not prefetch far beyond its end (a power of 4, so that a consumer kept
-    # for the next range, see _take_consumer, serves ranges of about the same size).
+    # librdkafka fetches until this many records are queued. Each queued record is an
+    # allocation of its own, beyond what queued.max.messages.kbytes counts: a reader that
+    # queued up to 262k records held ~70-90 MB more than one that queues 16k, and read no
+    # faster (~500k records/s either way, measured; a task processes ~100k/s). Capped by the
+    # range size so a small range does not prefetch far beyond its end (a power of 4, so that
+    # a consumer kept for the next range, see _take_consumer, serves ranges of about the same
+    # size).
     wanted = 1024
-    while wanted < min(500_000, end - start):
+    while wanted < min(QUEUED_RECORDS_MAX, end - start):
         wanted *= 4
     conf.setdefault("queued.min.messages", wanted)
     conf.setdefault("max.partition.fetch.bytes", 8 * 1024 * 1024)

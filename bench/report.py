@@ -13,14 +13,17 @@ NOTES = """\
 ## How it is measured
 
 * One embedded Tansu broker (the project's `EmbeddedBroker`, memory storage) per run. Each
-  workload's input is generated once (seeded) into a 2-partition topic; every contender reads
-  that same topic from the beginning and writes its own output topic (2 partitions).
+  workload's input is generated once (seeded) into a 2-partition topic (keyed records by
+  murmur2, lines without a key round-robin); every contender reads that same topic from the
+  beginning and writes its own output topic (2 partitions). Before the first measured slot the
+  harness starts a Spark JVM and reads the input once, unmeasured.
 * **records/s** = input records / (verified completion − the contender's `started` mark). The
   mark is written right before the contender starts consuming (after imports, SparkSession or
   app construction). Completion is the receive time of the output records after which the
   output topic (last value per key, tombstones delete) equals the reference computed in plain
   Python from the generated data; for streamtable the queryable store must match too. A
-  contender whose output never matches is FAILED, whatever its speed.
+  contender whose output never matches is FAILED, whatever its speed (a wrong result is first
+  checked again by re-reading the whole topic; if that is right, the time counts to the exit).
 * **startup** = process launch → `started` mark (Python imports, JVM/SparkSession).
   **first output** = `started` mark → first output record seen.
 * **latency**: a fresh topic pair per contender, the contender running, one priming record per

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,29 @@ def load_topic(bootstrap: str, topic: str, records: list[Record], partitions: in
 # --------------------------------------------------------------------------- output watcher
 
 
+def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> Iterator[Any]:
+    """The messages of every partition of ``topic``, from the start to the end it has when
+    called, read by a consumer of its own (at most ``timeout`` seconds)."""
+    from streamtable.kafka.admin import partition_counts
+
+    n = partition_counts(bootstrap, [topic])[topic]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-read-{topic}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(n)]
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
+        seen = [0] * n
+        deadline = time.time() + timeout
+        while any(s < e for s, e in zip(seen, ends, strict=True)) and time.time() < deadline:
+            for m in consumer.consume(num_messages=10_000, timeout=0.2):
+                if not m.error():
+                    seen[m.partition() or 0] = (m.offset() or 0) + 1
+                    yield m
+    finally:
+        consumer.close()
+
+
 class OutputWatcher(threading.Thread):
     """Reads an output topic from the beginning, keeping the last value per key (a tombstone
     removes the key), and runs ``check`` whenever it has caught up with new data.
@@ -200,36 +223,15 @@ class OutputWatcher(threading.Thread):
     def reread(self, timeout: float = 60.0) -> tuple[int, str | None]:
         """Read the whole topic again with a fresh consumer (the live one may have been
         handed an incomplete fetch): (messages, the check's verdict on them)."""
-        consumer = Consumer({
-            "bootstrap.servers": self.bootstrap,
-            "group.id": f"bench-reread-{self.topic}-{time.time()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        })
-        from streamtable.kafka.admin import partition_counts
-
-        n = partition_counts(self.bootstrap, [self.topic])[self.topic]
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
-                for p in range(n)}
-        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(n)])
         last: dict[Any, bytes] = {}
-        seen = {p: 0 for p in range(n)}
         count = 0
-        deadline = time.time() + timeout
-        try:
-            while any(seen[p] < ends[p] for p in range(n)) and time.time() < deadline:
-                for m in consumer.consume(num_messages=10_000, timeout=0.2):
-                    if m.error():
-                        continue
-                    count += 1
-                    seen[m.partition() or 0] = (m.offset() or 0) + 1
-                    key, value = m.key(), m.value()
-                    if value is None:
-                        last.pop(key, None)
-                    else:
-                        last[key] = value
-        finally:
-            consumer.close()
+        for m in read_topic(self.bootstrap, self.topic, timeout):
+            count += 1
+            key, value = m.key(), m.value()
+            if value is None:
+                last.pop(key, None)
+            else:
+                last[key] = value
         return count, (self.check(last) if self.check is not None else None)
 
     def recheck(self) -> str | None:

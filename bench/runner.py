@@ -41,6 +41,7 @@ from bench.harness import (
     load_topic,
     pace_in_subprocess,
     percentile,
+    read_topic,
     say,
 )
 from bench.workloads import (
@@ -461,25 +462,12 @@ def warm_up(bootstrap: str, in_topic: str) -> float:
     """Before a run's first measured slot: start a Spark JVM (its jars into the page cache) and
     read the input topic once, so that the first contender does not pay for a cold machine or
     a cold broker alone (the first slot of two full runs was 25-30% slower than a repeat)."""
-    from confluent_kafka import Consumer, TopicPartition
-
     t0 = time.time()
     spark = ("from streamtable.runtime.spark.session import spark_session; "
              "spark_session('local[2]', 'bench-warm-up').range(10).collect()")
     subprocess.run([sys.executable, "-c", spark], cwd=ROOT, capture_output=True, timeout=300)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"warm-up-{in_topic}",
-                  "enable.auto.commit": False})
-    try:
-        ends = [c.get_watermark_offsets(TopicPartition(in_topic, p), timeout=10)[1]
-                for p in range(PARTITIONS)]
-        c.assign([TopicPartition(in_topic, p, 0) for p in range(PARTITIONS)])
-        seen = [0] * PARTITIONS
-        while any(s < e for s, e in zip(seen, ends, strict=True)) and time.time() - t0 < 300:
-            for m in c.consume(10_000, 0.2):
-                if not m.error():
-                    seen[m.partition() or 0] = (m.offset() or 0) + 1
-    finally:
-        c.close()
+    for _ in read_topic(bootstrap, in_topic, timeout=300):
+        pass
     return time.time() - t0
 
 

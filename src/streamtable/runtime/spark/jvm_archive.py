@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from streamtable.errors import StreamsError
+
 log = logging.getLogger(__name__)
 
 DISABLE_ENV = "STREAMTABLE_JVM_ARCHIVE"  # "0": never use the archive
@@ -90,7 +92,7 @@ def build(path: Path | None = None, timeout_s: float = 600.0) -> Path:
     """
     path = path or archive_path()
     if path is None:
-        raise RuntimeError("no Java found (JAVA_HOME or java on the PATH): Spark needs Java 17")
+        raise StreamsError("no Java found (JAVA_HOME or java on the PATH): Spark needs Java 17")
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     started = time.monotonic()
@@ -100,7 +102,7 @@ def build(path: Path | None = None, timeout_s: float = 600.0) -> Path:
     if not partial.exists() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise RuntimeError(f"the training run wrote no class archive (exit code "
+        raise StreamsError(f"the training run wrote no class archive (exit code "
                            f"{proc.returncode}):\n{tail}")
     os.replace(partial, path)
     log.info("class archive %s (%.0f MB) in %.1f s", path, path.stat().st_size / 2**20,

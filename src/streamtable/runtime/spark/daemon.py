@@ -8,6 +8,7 @@ the imports, and the workers share those pages with the daemon instead of holdin
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 from typing import Any
@@ -49,6 +50,33 @@ def quiet_on_closed_connections() -> None:
     pyspark.daemon.worker = worker
 
 
+class YoungGenerationGc:
+    """What PySpark's daemon sees as the ``gc`` module: its workers call ``gc.collect()`` after
+    every task, a full collection that walks every object the worker holds, the task states it
+    keeps between batches included (110-300 ms per task measured with ~195k objects, on the
+    critical path: the JVM hands the worker its next task while it collects). This collects the
+    young generations only: what the task made and left unreachable (a stage disables the
+    collector while it runs, so all of it is young); older garbage is left to the collector's
+    own full collections.
+
+    >>> YoungGenerationGc().collect() >= 0
+    True
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gc, name)
+
+    @staticmethod
+    def collect(generation: int = 2) -> int:
+        return gc.collect(min(generation, 1))
+
+
+def collect_young_between_tasks() -> None:
+    import pyspark.daemon
+
+    pyspark.daemon.gc = YoungGenerationGc()  # type: ignore[assignment]
+
+
 if __name__ == "__main__":
     from streamtable.logs import LOG_FORMAT
 
@@ -56,6 +84,7 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     preload()
     quiet_on_closed_connections()
+    collect_young_between_tasks()
     from pyspark.daemon import manager
 
     manager()

@@ -4,6 +4,7 @@ its error."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 
@@ -40,7 +41,16 @@ def _wait(condition, what: str, timeout: float = 180.0) -> None:
         time.sleep(0.3)
 
 
-def test_health_and_metrics_of_a_running_then_failed_app(spark, bootstrap, tmp_path):
+def _progress_records(caplog: pytest.LogCaptureFixture, app_id: str) -> int:
+    """The records the progress lines of ``app_id``'s query report, summed."""
+    found = (re.search(r" batch \d+: (\d+) records in ", r.getMessage())
+             for r in caplog.records if r.name == "streamtable.progress"
+             and r.getMessage().startswith(app_id))
+    return sum(int(m.group(1)) for m in found if m)
+
+
+def test_health_and_metrics_of_a_running_then_failed_app(spark, bootstrap, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="streamtable.progress")
     wc = load_app("examples/word_count/app.py")
     src, out, dlq = new_topics(bootstrap, 2, "obs-lines", "obs-counts", "obs-dlq")
     lines = [b'"a b a"', b'"c"', b'"b c"', b'not json', b'"a"']
@@ -55,8 +65,9 @@ def test_health_and_metrics_of_a_running_then_failed_app(spark, bootstrap, tmp_p
     server = serve_queries(app, "127.0.0.1", free_port())
     try:
         app_label = ("application_id", app_id)
-        _wait(lambda: app.metrics.records_in == len(lines) and app.metrics.total_lag == 0,
-              "the records to be processed")
+        _wait(lambda: app.metrics.records_in == len(lines) and app.metrics.total_lag == 0
+              and _progress_records(caplog, app_id) == len(lines),
+              "the records to be processed and their progress reported")
         health = httpx.get(f"{server.url}/health", timeout=10)
         assert health.status_code == 200, health.text
         assert health.json()["status"] == "running" and health.json()["lag"] == 0

@@ -54,6 +54,25 @@ def _offsets_of(text: Any) -> dict[str, dict[str, int]]:
     return offsets if isinstance(offsets, dict) else {}
 
 
+def json_progress_events(listener: Any) -> Any:
+    """The JVM's callback for ``listener`` (a PySpark ``StreamingQueryListener``), which reads
+    each progress report from its JSON: one call into the JVM per report. PySpark's own callback
+    walks each of the report's Java maps through py4j and ends every walk with an exception it
+    converts by looking exception classes up by name, each failed lookup a search of every jar:
+    measured at ~25 ms of the driver's Python and ~100 ms of a JVM thread per batch, taken
+    from the batch that runs meanwhile on a 2-core machine."""
+    import json
+
+    from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
+
+    class JsonEvents(JStreamingQueryListener):
+        def onQueryProgress(self, jevent: Any) -> None:
+            self.pylistener.onQueryProgress(QueryProgressEvent.fromJson(
+                {"progress": json.loads(jevent.progress().json())}))
+
+    return JsonEvents(listener)
+
+
 def remove_progress_listener(spark: Any) -> None:
     listener = _LISTENERS.pop(id(spark), None)
     if listener is not None:
@@ -72,6 +91,17 @@ def ensure_progress_listener(spark: Any) -> None:
     from pyspark.sql.streaming import StreamingQueryListener
 
     class _Progress(StreamingQueryListener):
+        @property
+        def _jlistener(self) -> Any:
+            # PySpark hands the JVM a callback that converts each event from its Java object
+            if not hasattr(self, "_jlistenerobj"):
+                from pyspark import SparkContext
+
+                jvm: Any = SparkContext._jvm
+                self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(
+                    json_progress_events(self))
+            return self._jlistenerobj
+
         def onQueryStarted(self, event: Any) -> None:
             pass
 

@@ -145,8 +145,9 @@ SETTINGS: tuple[Setting, ...] = (
             "The cap of one micro-batch (Spark runtime): large batches when behind, small "
             "when caught up.", False, _integer(1)),
     Setting("first.batch.records", None, "an integer >= 1, or unset",
-            "The first batch after a start (default: a sixteenth of max.records.per.batch), "
-            "growing fourfold per batch up to max.records.per.batch.", False,
+            "The first batch after a start, growing fourfold per batch up to "
+            "max.records.per.batch: early first results for an application that starts behind, "
+            "at some throughput while it catches up (default: no ramp).", False,
             _integer(1, optional=True)),
     Setting("task.timeout.ms", 300_000, "an integer >= 0",
             "How long a batch waits for an unreachable Kafka (planning, reading, writing), "

@@ -199,7 +199,7 @@ def test_available_now_stops_at_target_with_max_records_per_batch(
     assert sorted(r.value for _, rows in again for r in rows) == sorted(v for _, _, v, _, _ in late)
 
 
-def test_batches_ramp_up_from_the_first_batch_size_to_the_cap(
+def test_batches_ramp_up_from_the_first_batch_size_to_the_cap_when_asked(
     spark, bootstrap, new_topic, produce, tmp_path
 ) -> None:
     topic = new_topic(2)
@@ -209,6 +209,12 @@ def test_batches_ramp_up_from_the_first_batch_size_to_the_cap(
     assert [len(rows) for _, rows in batches] == [4, 16, 64, 16]
     values = sorted(r.value for _, rows in batches for r in rows)
     assert values == sorted(b"%03d" % i for i in range(100))
+    # by default no ramp: every batch may take up to the cap
+    topic = new_topic(2)
+    produce(topic, [(i % 2, None, b"%03d" % i, 1000, None) for i in range(100)])
+    batches = _run_available_now(spark, bootstrap, topic, tmp_path / "ck2",
+                                 {"max.records.per.batch": "64"})
+    assert [len(rows) for _, rows in batches] == [64, 36]
 
 
 def test_starting_offsets_latest_skips_existing_records(

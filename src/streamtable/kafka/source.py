@@ -24,10 +24,12 @@ Options:
 * ``max.records.per.batch``: cap on records per micro-batch, spread evenly over the partitions
   that have data (``Trigger.AvailableNow`` honours it too, running as many batches as needed;
   ``Trigger.Once`` reads everything).
-* ``first.batch.records`` (default: a sixteenth of ``max.records.per.batch``): after a start,
-  batches ramp up from this size, four times larger each, to ``max.records.per.batch``. The first
-  batch also warms the JVM and the Python workers up, so a small one shows the first results
-  early when the application starts behind; ``0`` starts at the cap.
+* ``first.batch.records`` (default unset: every batch may take up to the cap): after a start,
+  batches ramp up from this size, four times larger each, to ``max.records.per.batch``, so an
+  application that starts behind shows its first results sooner, at the cost of throughput while
+  it catches up (one more batch per ramp step: at 1,000,000 records the default cap gave
+  ~80k records/s from a sixteenth and ~93k without a ramp, first output ~5 s and ~7 s after the
+  start).
 * ``group.id``: if set, the end offsets of completed micro-batches are committed to this
   consumer group (best effort), so ``kafka-consumer-groups``-style lag tools see progress. The
   source never reads its position from the group: Spark's checkpoint is the source of truth.
@@ -256,9 +258,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.max_records_per_batch is not None and self.max_records_per_batch < 1:
             raise KafkaSourceError("streamtable-kafka: max.records.per.batch must be >= 1")
         first = opts.get("first.batch.records")
-        self.first_batch_records = (
-            int(first) if first else max(1000, (self.max_records_per_batch or 0) // 16)
-        )
+        self.first_batch_records = int(first) if first else 0  # 0: no ramp
         self._planned_batches = 0
         tick = opts.get("clock.tick.ms")
         self.clock_tick_ms = int(tick) if tick else None

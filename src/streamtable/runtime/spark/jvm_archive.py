@@ -9,7 +9,8 @@ archive missing, or made for another Java or Spark, loads its classes from the j
 The archive is one file per (Java, Spark) pair under ``$STREAMTABLE_CACHE_DIR`` (default
 ``~/.cache/streamtable``). ``streamtable jvm-archive`` (and ``make install``) makes it: a fresh
 JVM runs a small training run of the paths a query takes (Python tasks, a shuffle, a streaming
-query with a Python source and ``foreachBatch``) and writes the classes it loaded when it exits.
+query with a Python source and ``foreachBatch``, then a real application on the development
+broker) and writes the classes it loaded when it exits.
 
 >>> option = java_option()   # '' until the archive exists
 >>> option == '' or option.startswith('-XX:SharedArchiveFile=')
@@ -115,6 +116,46 @@ def _train_task(batches: Iterator[Any]) -> Iterator[Any]:
     yield from batches
 
 
+def _train_application(spark: Any) -> None:
+    """A real application on the development broker: what a running query loads on top of the
+    steps before (its source reading Kafka ranges, stages with state, a queryable store, tasks
+    writing to Kafka, the progress listener): ~3,000 classes more, read from the jars at every
+    start otherwise."""
+    import json
+
+    from confluent_kafka import Producer
+
+    from streamtable import StreamsBuilder
+    from streamtable.kafka.admin import ensure_topics
+    from streamtable.kafka.broker import EmbeddedBroker
+    from streamtable.runtime.spark.app import StreamsApp
+
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as state:
+        bootstrap = broker.bootstrap_servers
+        ensure_topics(bootstrap, {"lines": 2, "rows": 2, "counts": 2, "totals": 2})
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(200):
+            producer.produce("lines", value=json.dumps(f"a b w{i % 7}").encode())
+            producer.produce("rows", key=json.dumps(i % 50).encode(),
+                             value=None if i % 9 == 0 else json.dumps({"g": i % 5}).encode())
+        producer.flush(30)
+        builder = StreamsBuilder()
+        (builder.stream("lines").flat_map_values(str.split)
+         .group_by(lambda key, word: word).count(materialized="counts-store")
+         .to_stream().to("counts"))
+        (builder.table("rows").filter(lambda key, row: row["g"] > 0)
+         .group_by(lambda key, row: (row["g"], 1))
+         .reduce(adder=lambda a, b: a + b, subtractor=lambda a, b: a - b,
+                 materialized="totals-store")
+         .to_stream().to("totals"))
+        app = StreamsApp(builder.build(), "streamtable-jvm-archive", bootstrap, state,
+                         spark=spark, development_broker=True)
+        try:
+            app.run_until_caught_up(timeout=300)
+        finally:
+            app.stop()
+
+
 def _train(archive: str) -> None:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -148,7 +189,8 @@ def _train(archive: str) -> None:
     spark = spark_session("local[2]", "streamtable-jvm-archive",
                           conf={"spark.driver.extraJavaOptions":
                                 f"-XX:ArchiveClassesAtExit={archive}"})
-    rows = spark.range(0, 100, numPartitions=2).selectExpr("id", "cast(id as binary) as key")
+    rows = spark.range(0, 100, numPartitions=2).selectExpr(
+        "id", "cast(cast(id as string) as binary) as key")
     for _ in range(2):
         rows.repartition(2, "id").mapInArrow(_train_task, "id long, key binary").toArrow()
     spark.createDataFrame([(1, b"a")], "id long, key binary").collect()
@@ -164,6 +206,10 @@ def _train(archive: str) -> None:
                  .option("checkpointLocation", checkpoint).foreachBatch(each_batch)
                  .trigger(availableNow=True).start())
         query.awaitTermination(300)
+    try:
+        _train_application(spark)
+    except Exception as e:  # the archive still holds what the steps above loaded
+        log.warning("the training application did not run (%s): a smaller class archive", e)
     jvm = spark.sparkContext._jvm
     spark.stop()
     # the JVM writes the archive when it exits normally (the Python side exiting kills it)

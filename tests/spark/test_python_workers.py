@@ -1,5 +1,7 @@
-"""Between two tasks a Python worker collects the young generations only: what the task left
-unreachable goes, the objects it keeps across tasks (the task states) are not walked again."""
+"""The Python workers Spark starts: they import pyspark from the installed package, with no Spark
+jar on their import path; between two tasks they collect the young generations only (what the
+task left unreachable goes, the objects kept across tasks, the task states, are not walked
+again)."""
 
 from __future__ import annotations
 
@@ -46,3 +48,19 @@ def test_the_workers_daemon_collects_young_generations_between_tasks(spark):
 
     names = spark.sparkContext.parallelize(range(2), 2).map(gc_seen_by_the_daemon).collect()
     assert names == ["YoungGenerationGc"] * 2
+
+
+@pytest.mark.spark
+def test_workers_import_the_installed_pyspark_without_jars_on_their_path(spark):
+    def import_path(_: object) -> tuple[str, list[str]]:
+        import sys
+
+        import pyspark
+
+        return pyspark.__file__, sys.path
+
+    [(module, path)] = spark.sparkContext.parallelize([0], 1).map(import_path).collect()
+    import pyspark
+
+    assert module == pyspark.__file__  # the driver's: not the copy in pyspark.zip
+    assert not [p for p in path if p.endswith(".jar")], path

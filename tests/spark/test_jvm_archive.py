@@ -49,11 +49,20 @@ def test_a_session_maps_the_archive_the_training_run_made(tmp_path):
         "args = s.sparkContext._jvm.java.lang.management.ManagementFactory"
         ".getRuntimeMXBean().getInputArguments()\n"
         "print([a for a in args if 'SharedArchiveFile' in a or 'Xshare' in a])\n"
-        "print(s.range(3).count())\n"
+        "print(s.range(3).mapInArrow(lambda batches: batches, 'id long').count())\n"
     )
+    loaded = tmp_path / "classes.log"
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=300, env={**env, "JAVA_TOOL_OPTIONS": "-Xshare:on"})
+                         timeout=300, env={**env, "JAVA_TOOL_OPTIONS":
+                                           f"-Xshare:on -Xlog:class+load=info:file={loaded}"})
     assert run.returncode == 0, run.stderr[-3000:]
     flags, count = run.stdout.strip().splitlines()[-2:]
     assert f"-XX:SharedArchiveFile={archive}" in flags and "-Xshare:on" in flags
     assert count == "3"
+    # the classes of a query's Python stages come from the archive, not from the jars: the
+    # training run ran its jobs
+    sources = {line.split()[1]: line for line in loaded.read_text().splitlines()
+               if "source:" in line}
+    for name in ("org.apache.spark.sql.execution.python.MapInArrowExec",
+                 "org.apache.spark.api.python.PythonWorkerFactory"):
+        assert "shared objects file" in sources[name], sources.get(name)

@@ -39,6 +39,9 @@ DISABLE_ENV = "STREAMTABLE_JVM_ARCHIVE"  # "0": never use the archive
 CACHE_ENV = "STREAMTABLE_CACHE_DIR"
 # a JVM that cannot use the archive says so on stderr: it runs as without one, quietly
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# what the training run prints when all its steps ran (a JVM that exits writes an archive of
+# what it loaded, even when a step failed early)
+TRAINED = "streamtable: training run complete"
 
 
 def _java() -> Path | None:
@@ -100,11 +103,12 @@ def build(path: Path | None = None, timeout_s: float = 600.0) -> Path:
     env = {**os.environ, DISABLE_ENV: "0"}
     proc = subprocess.run([sys.executable, "-m", __name__, str(partial)], env=env,
                           capture_output=True, text=True, timeout=timeout_s)
-    if not partial.exists() or partial.stat().st_size == 0:
+    trained = TRAINED in proc.stdout
+    if not trained or not partial.exists() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise StreamsError(f"the training run wrote no class archive (exit code "
-                           f"{proc.returncode}):\n{tail}")
+        what = "wrote no class archive" if trained else "failed"
+        raise StreamsError(f"the training run {what} (exit code {proc.returncode}):\n{tail}")
     os.replace(partial, path)
     log.info("class archive %s (%.0f MB) in %.1f s", path, path.stat().st_size / 2**20,
              time.monotonic() - started)
@@ -206,10 +210,8 @@ def _train(archive: str) -> None:
                  .option("checkpointLocation", checkpoint).foreachBatch(each_batch)
                  .trigger(availableNow=True).start())
         query.awaitTermination(300)
-    try:
-        _train_application(spark)
-    except Exception as e:  # the archive still holds what the steps above loaded
-        log.warning("the training application did not run (%s): a smaller class archive", e)
+    _train_application(spark)
+    print(TRAINED, flush=True)
     jvm = spark.sparkContext._jvm
     spark.stop()
     # the JVM writes the archive when it exits normally (the Python side exiting kills it)

@@ -48,7 +48,7 @@ def test_a_session_maps_the_archive_the_training_run_made(tmp_path):
         "s = spark_session('local[1]', 'archive-check')\n"
         "args = s.sparkContext._jvm.java.lang.management.ManagementFactory"
         ".getRuntimeMXBean().getInputArguments()\n"
-        "print([a for a in args if 'SharedArchiveFile' in a or 'Xshare' in a])\n"
+        "print([a for a in args if 'SharedArchiveFile' in a or 'Xshare' in a or 'GC' in a])\n"
         "print(s.range(3).mapInArrow(lambda batches: batches, 'id long').count())\n"
     )
     loaded = tmp_path / "classes.log"
@@ -58,6 +58,7 @@ def test_a_session_maps_the_archive_the_training_run_made(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     flags, count = run.stdout.strip().splitlines()[-2:]
     assert f"-XX:SharedArchiveFile={archive}" in flags and "-Xshare:on" in flags
+    assert "-XX:+UseSerialGC" in flags  # the driver's collector, with the archive mapped
     assert count == "3"
     # the classes of a query's Python stages come from the archive, not from the jars: the
     # training run ran its jobs

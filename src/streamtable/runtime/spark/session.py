@@ -36,6 +36,10 @@ def worker_pythonpath() -> str:
 # written by the Python tasks): its quick compiler alone halves the JVM's CPU time of a run,
 # most of it spent compiling at start-up (W1, 300k lines: 27 -> 15 CPU s).
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
+# The driver's heap holds plans, scheduling and small rows (in local mode the shuffles of those
+# rows too): the serial collector's smaller footprint suits it. Measured (1,000,000 records,
+# local[2]): the JVM's peak RSS 566 -> 465 MB (W2), same throughput, a latency p99 within noise.
+DRIVER_GC = "-XX:+UseSerialGC"
 LOG4J2_PROPERTIES = Path(__file__).resolve().parent / "log4j2.properties"
 
 
@@ -92,6 +96,7 @@ def spark_session(master: str | None = None, app_name: str = "streamtable",
         .config("spark.ui.showConsoleProgress", "false")
     )
     driver_options = [QUICK_JIT] if quick_jit else []
+    driver_options.append(DRIVER_GC)
     archive = jvm_archive.java_option()
     if archive:  # Spark's classes mapped from the archive: a start ~2 s shorter
         driver_options.append(archive)

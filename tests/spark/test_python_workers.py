@@ -28,11 +28,15 @@ def test_collect_frees_a_young_cycle_without_a_full_collection():
     node = _Node()
     gone = weakref.ref(node)
     del node
+    was_enabled = gc.isenabled()
+    gc.disable()  # no automatic collection may run while the callback listens
     gc.callbacks.append(seen)
     try:
         YoungGenerationGc().collect()
     finally:
         gc.callbacks.remove(seen)
+        if was_enabled:
+            gc.enable()
     assert gone() is None
     assert generations == [1]
     # the rest of the gc module is the real one

@@ -15,13 +15,14 @@ def _forget_kept_consumers() -> None:
 
 
 def _offsets(reader: RangeReader, topic: str, start: int, end: int) -> list[int]:
-    return [r.offset for chunk in reader.read(topic, 0, start, end) for r in chunk]
+    return [offset for run in reader.read(topic, 0, start, end) for offset in run.offsets]
 
 
 def test_consecutive_ranges_are_read_exactly_by_one_kept_consumer(
         bootstrap: str, new_topic: Callable[[int], str], produce: Callable[..., None]) -> None:
     topic = new_topic(1)
-    produce(topic, [(0, b"k%d" % i, b"v%d" % i, 1000 + i, None) for i in range(30)])
+    produce(topic, [(0, b"k%d" % i, b"v%d" % i, 1000 + i, [("h", b"%d" % i)] if i == 29 else None)
+                    for i in range(30)])
     reader = RangeReader({"bootstrap.servers": bootstrap}, chunk=7)
     _forget_kept_consumers()
     assert _offsets(reader, topic, 0, 10) == list(range(10))
@@ -32,8 +33,11 @@ def test_consecutive_ranges_are_read_exactly_by_one_kept_consumer(
     # to the end of the log, and a range read again (a replayed batch)
     assert _offsets(reader, topic, 20, 30) == list(range(20, 30))
     assert _offsets(reader, topic, 10, 20) == list(range(10, 20))
-    values = [r.value for chunk in reader.read(topic, 0, 28, 30) for r in chunk]
-    assert values == [b"v28", b"v29"]
+    runs = list(reader.read(topic, 0, 28, 30))
+    records = [r for run in runs for r in run.records()]
+    assert [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, r.headers)
+            for r in records] == [(topic, 0, 28, 1028, b"k28", b"v28", ()),
+                                  (topic, 0, 29, 1029, b"k29", b"v29", (("h", b"29"),))]
     _forget_kept_consumers()
 
 
@@ -44,7 +48,7 @@ def test_a_range_left_unfinished_does_not_keep_its_consumer(
     reader = RangeReader({"bootstrap.servers": bootstrap}, chunk=5)
     _forget_kept_consumers()
     chunks = reader.read(topic, 0, 0, 20)
-    assert [r.offset for r in next(chunks)] == list(range(5))
+    assert next(chunks).offsets == list(range(5))
     chunks.close()  # a task that failed half way: the consumer's position is not trusted
     assert not ranges._IDLE
     assert _offsets(reader, topic, 0, 20) == list(range(20))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import KeyValueStore, RecordCollector, StoreBackend
 from streamtable.engine.punctuation import Punctuations, Schedule
+from streamtable.engine.runs import TableRun
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.errors import DeserializationError, ProcessingError, RecordError
 from streamtable.processors.api import (
@@ -26,6 +27,7 @@ from streamtable.processors.api import (
     Punctuator,
     RawRecord,
     RecordMetadata,
+    RecordRun,
     failing_processor,
 )
 from streamtable.processors.cache import ChangeForwarder
@@ -92,6 +94,12 @@ class Task:
         self.sources: dict[str, SourceProcessor] = {}
         self.context = TaskContext(self)
         self._build()
+        # topic -> how a run of its records is applied at once (see process_run)
+        self._runs: dict[str, TableRun] = {}
+        for topic, source in self.sources.items():
+            if (run := TableRun.of(self, source)) is not None:
+                self._runs[topic] = run
+        self._unsettled: list[TableRun] = []  # runs with records still to apply, in order
 
     # -- construction ----------------------------------------------------------------------
     def _build(self) -> None:
@@ -152,6 +160,8 @@ class Task:
     # -- processing ------------------------------------------------------------------------
     def process(self, raw: RawRecord) -> None:
         """Process one input record of a source topic of this task."""
+        if self._unsettled:
+            self._settle()
         source = self.sources[raw.topic]
         self.current_raw = raw
         try:
@@ -161,6 +171,24 @@ class Task:
         if self._punctuates_stream_time:
             self.current_raw = None
             self._punctuate(PunctuationType.STREAM_TIME, self.stream_time)
+
+    def process_run(self, run: RecordRun) -> None:
+        """Process a run of records of one topic partition, in order: the same as
+        :meth:`process` on each, in fewer steps where the topic feeds a cached table source
+        (see :mod:`streamtable.engine.runs`)."""
+        table = self._runs.get(run.topic)
+        if table is not None and not self._punctuates_stream_time and table.absorb(run):
+            if table not in self._unsettled:
+                self._unsettled.append(table)
+            return
+        for raw in run.records():
+            self.process(raw)
+
+    def _settle(self) -> None:
+        """Apply what runs left pending, before anything else happens in the task."""
+        for table in self._unsettled:
+            table.settle()
+        self._unsettled.clear()
 
     # -- punctuation -----------------------------------------------------------------------
     def schedule(self, processor: Processor, interval_ms: int, kind: PunctuationType,
@@ -181,6 +209,8 @@ class Task:
         return self._punctuate(PunctuationType.WALL_CLOCK_TIME, self.wall_clock_ms)
 
     def _punctuate(self, kind: PunctuationType, now: int) -> bool:
+        if self._unsettled:
+            self._settle()
         if now < 0:
             return False  # no stream time before the first record
         fired = False
@@ -264,6 +294,7 @@ class Task:
 
     def commit(self) -> None:
         """Flush the record caches, in topological order, until nothing is held."""
+        self._settle()
         again = True
         while again:
             again = False
@@ -272,6 +303,7 @@ class Task:
                     again = True
 
     def close(self) -> None:
+        self._settle()
         for p in self.processors.values():
             p.close()
 

@@ -9,8 +9,8 @@ a batch holds is the same either way (the range is in Spark's checkpoint), so a 
 reads exactly what its first attempt read.
 
 >>> reader = RangeReader({"bootstrap.servers": "localhost:9092"})
->>> for records in reader.read("orders", 0, 100, 200):            # doctest: +SKIP
-...     print(len(records), records[0].offset)
+>>> for run in reader.read("orders", 0, 100, 200):                # doctest: +SKIP
+...     print(len(run), run.offsets[0])
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from operator import methodcaller
 from typing import Any
 
-from streamtable.processors.api import RawRecord
+from streamtable.processors.api import RecordRun
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ def consume_range(
 
 
 class RangeReader:
-    """Reads offset ranges as :class:`RawRecord` lists, in the process that processes them.
+    """Reads offset ranges as :class:`RecordRun` columns, in the process that processes them.
 
     ``consumer_conf``: librdkafka settings (``bootstrap.servers`` and any ``security.*``,
     ``sasl.*``, ``ssl.*`` the application uses). Picklable: Spark ships it to executors.
@@ -245,17 +246,19 @@ class RangeReader:
         self.read_timeout_s = read_timeout_s
         self.chunk = chunk
 
-    def read(self, topic: str, partition: int, start: int, end: int
-             ) -> Iterator[list[RawRecord]]:
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[RecordRun]:
         """The records of ``topic[partition]`` in ``[start, end)``, in offset order."""
         for messages in consume_range(self.consumer_conf, topic, partition, start, end,
                                       self.chunk, self.read_timeout_s):
-            out: list[RawRecord] = []
-            add = out.append
-            for msg in messages:
-                ts_type, stamp = msg.timestamp()
-                # a record without a timestamp fails in its source node, naming it
-                ts: Any = stamp if ts_type and stamp >= 0 else None
-                add(RawRecord(topic, partition, msg.offset(), ts, msg.key(), msg.value(),
-                              tuple(msg.headers() or ())))
-            yield out
+            # a record without a timestamp (None) fails in its source node, naming it
+            timestamps = [stamp if kind and stamp >= 0 else None
+                          for kind, stamp in map(_timestamp, messages)]
+            headers = [tuple(h) if (h := msg.headers()) else () for msg in messages]
+            yield RecordRun(topic, partition, list(map(_offset, messages)), timestamps,
+                            list(map(_key, messages)), list(map(_value, messages)), headers)
+
+
+_timestamp = methodcaller("timestamp")
+_offset = methodcaller("offset")
+_key = methodcaller("key")
+_value = methodcaller("value")

@@ -61,6 +61,20 @@ class ChangeForwarder:
             entry[3] = headers
             entry[4] = self._host.current_raw
 
+    def hold(self, key: Any, new: Any, old: Any, timestamp: int, headers: Headers,
+             cause: RawRecord | None) -> None:
+        """Hold a change as :meth:`forward` does under caching, caused by ``cause`` (the
+        last of several records of ``key`` applied at once: ``old`` is the value before the
+        first of them). Never evicts: the caller checks the room."""
+        entry = self._dirty.get(key)
+        if entry is None:
+            self._dirty[key] = [old, new, timestamp, headers, cause]
+        else:
+            entry[1] = new
+            entry[2] = timestamp
+            entry[3] = headers
+            entry[4] = cause
+
     def _evict_eldest(self) -> None:
         key, (old, new, ts, headers, cause) = self._dirty.popitem(last=False)
         self._emit(key, new, old, ts, headers, cause)

@@ -10,6 +10,7 @@ from streamtable.processors.api import Change, Processor, ProcessorContext, RawR
 from streamtable.serde import Serde
 
 TimestampExtractor = Callable[[Any, Any, int], int]
+ManyDecoder = Callable[[str, list[bytes | None]], list[Any]]  # (topic, data) -> objects
 Partitioner = Callable[[str, Any, Any, int], int | None]
 
 
@@ -40,6 +41,21 @@ class SourceProcessor(Processor):
         self._carries_changes = wiring.carries_changes
         # set for the right table of a foreign-key join, which finds rows by Kafka's partitioner
         self._check_partitioner = wiring.check_partitioner
+
+    def run_decoders(self) -> tuple[ManyDecoder, ManyDecoder] | None:
+        """The key and value deserializers (of many records at once), when decoding a record
+        takes nothing but its bytes (no partition check, no timestamp extractor, no changes
+        carried): a host may then decode a run of records ahead of processing them
+        (:mod:`streamtable.engine.runs`).
+
+        >>> from streamtable.serde import JSON, STRING
+        >>> SourceProcessor(STRING, JSON).run_decoders() is None  # not initialised yet
+        True
+        """
+        if (not hasattr(self, "_key_serde") or self._check_partitioner or self._carries_changes
+                or self.timestamp_extractor is not None):
+            return None
+        return self._key_serde.deserialize_many, self._value_serde.deserialize_many
 
     def _check_partition(self, raw: RawRecord) -> None:
         from streamtable.kafka.partitioner import default_partition

@@ -33,6 +33,15 @@ class Serde:
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         return None if data is None else self.decode(data)
 
+    def deserialize_many(self, topic: str, data: list[bytes | None]) -> list[Any]:
+        """:meth:`deserialize` of each item of ``data``, in one call.
+
+        >>> STRING.deserialize_many("topic", [b"a", None])
+        ['a', None]
+        """
+        deserialize = self.deserialize
+        return [deserialize(topic, item) for item in data]
+
     def encode(self, obj: Any) -> bytes:
         raise NotImplementedError
 
@@ -70,6 +79,10 @@ class JsonSerde(Serde):
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         return None if data is None else orjson.loads(data)
+
+    def deserialize_many(self, topic: str, data: list[bytes | None]) -> list[Any]:
+        loads = orjson.loads
+        return [None if item is None else loads(item) for item in data]
 
     def decode(self, data: bytes) -> Any:
         return orjson.loads(data)

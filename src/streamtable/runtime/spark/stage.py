@@ -32,7 +32,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
@@ -43,7 +43,7 @@ from streamtable.engine.ports import OutputWriter, TaskStatePersistence
 from streamtable.engine.task import Task
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
-from streamtable.processors.api import Headers, RawRecord
+from streamtable.processors.api import Headers, RawRecord, RecordRun
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
 from streamtable.topology.graph import SubTopology, Topology
@@ -296,8 +296,8 @@ class StageRunner:
                 ranges.column("offset").to_pylist(), ranges.column("_end").to_pylist(),
                 strict=True):
             start, end = self._range(topic, partition, start, end)
-            for chunk in self._reader().read(topic, partition, start, end):
-                records.extend(chunk)
+            for run in self._reader().read(topic, partition, start, end):
+                records.extend(run.records())
         return records
 
     def _reader(self) -> RangeReader:
@@ -315,12 +315,13 @@ class StageRunner:
             return
         task_id = first.column("_route")[0].as_py()
 
-        def chunks() -> Iterator[list[RawRecord]]:
+        def chunks() -> Iterator[RecordRun]:
             for given in chain((first,), tables):
                 table = self._task_rows(given, task_id)
                 ends = table.column("_end")
                 if ends.null_count == len(ends):
-                    yield table_records(table)
+                    if table.num_rows:
+                        yield self._table_run(table, task_id)
                     continue
                 for topic, partition, start, end in zip(
                         table.column("topic").to_pylist(), table.column("partition").to_pylist(),
@@ -328,28 +329,45 @@ class StageRunner:
                     start, end = self._range(topic, partition, start, end)
                     yield from self._reader().read(topic, partition, start, end)
 
-        def records() -> Iterator[RawRecord]:
+        def runs() -> Iterator[RecordRun]:
             last: tuple[str, int, int] | None = None
-            for rows in chunks():
-                if not rows:
+            for run in chunks():
+                if not len(run):
                     continue
-                head, tail = rows[0], rows[-1]
-                if last is not None and ((head.topic, head.partition) != last[:2]
-                                         or head.offset <= last[2]):
-                    raise RuntimeError(
-                        f"stage {self.subtopology}: records of task {task_id} are not one "
-                        "partition in offset order")
-                last = (tail.topic, tail.partition, tail.offset)
-                yield from rows
+                if last is not None and ((run.topic, run.partition) != last[:2]
+                                         or run.offsets[0] <= last[2]):
+                    self._not_one_partition(task_id)
+                last = (run.topic, run.partition, run.offsets[-1])
+                yield run
 
-        yield self._guarded(task_id, lambda _ordering: records())
+        yield self._guarded(task_id, lambda _ordering: runs())
+
+    def _not_one_partition(self, task_id: int) -> NoReturn:
+        raise RuntimeError(f"stage {self.subtopology}: records of task {task_id} are not one "
+                           "partition in offset order")
+
+    def _table_run(self, table: pa.Table, task_id: int) -> RecordRun:
+        """The rows of ``table`` (records of one partition in offset order) as a run."""
+        topics = table.column("topic").unique()
+        partitions = table.column("partition").unique()
+        if len(topics) != 1 or len(partitions) != 1:
+            self._not_one_partition(task_id)
+        hcol = table.column("headers")
+        headers: list[Any] = (
+            [tuple((h["key"], h["value"]) for h in hs) if hs else () for hs in hcol.to_pylist()]
+            if hcol.null_count < len(hcol) else [()] * table.num_rows
+        )
+        return RecordRun(topics[0].as_py(), partitions[0].as_py(),
+                         table.column("offset").to_pylist(), table.column("timestamp").to_pylist(),
+                         table.column("key").to_pylist(), table.column("value").to_pylist(),
+                         headers)
 
     def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
         """Run the task over all of its records of this batch, in partition-group order."""
         return self._guarded(task_id, lambda ordering: ordering.order(self._records(table)))
 
     def _guarded(self, task_id: int,
-                 records: Callable[[PartitionGroupOrdering], Iterable[RawRecord]]
+                 records: Callable[[PartitionGroupOrdering], Iterable[RawRecord | RecordRun]]
                  ) -> pa.RecordBatch:
         # The stores hold many long-lived objects and the record path allocates many short-lived
         # ones without cycles: the cyclic collector would rescan the stores again and again.
@@ -362,7 +380,8 @@ class StageRunner:
                 gc.enable()
 
     def _run(self, task_id: int,
-             records: Callable[[PartitionGroupOrdering], Iterable[RawRecord]]) -> pa.RecordBatch:
+             records: Callable[[PartitionGroupOrdering], Iterable[RawRecord | RecordRun]]
+             ) -> pa.RecordBatch:
         assert self.batch_id is not None
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
@@ -381,9 +400,13 @@ class StageRunner:
                     wall_clock_ms=self.wall_clock_ms)
         task.stream_time = state.stream_time
         received: dict[str, int] = {}
-        for raw in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
-            received[raw.topic] = received.get(raw.topic, 0) + 1
-            task.process(raw)
+        for item in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
+            if isinstance(item, RecordRun):
+                received[item.topic] = received.get(item.topic, 0) + len(item)
+                task.process_run(item)
+            else:
+                received[item.topic] = received.get(item.topic, 0) + 1
+                task.process(item)
         task.punctuate_wall_clock()
         task.commit()
         task.close()  # a task lives for one batch here: its processors' init ran at its start

@@ -19,8 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from operator import methodcaller
-from typing import Any
+from typing import Any, cast
 
 from streamtable.processors.api import RecordRun
 
@@ -164,7 +163,7 @@ def consume_range(
     """Yield the messages of ``topic[partition]`` with offsets in ``[start, end)``, in offset
     order, in lists of up to ``chunk``; a partition that makes no progress for
     ``read_timeout_s`` fails naming it."""
-    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, Message, TopicPartition
 
     conf = reader_config(consumer_conf, start, end)
     consumer = _take_consumer(conf)
@@ -203,6 +202,11 @@ def consume_range(
                             "waiting for Kafka to read %s (offsets %d..%d): nothing for %.0f s; "
                             "retrying for up to %.0f s", where, start, end, idle,
                             read_timeout_s - idle)
+                if (messages and not any(map(Message.error, messages))
+                        and (tail := messages[-1].offset()) < end):
+                    out.extend(messages)  # records only, all in the range (the usual case)
+                    done = tail >= last_wanted
+                    continue
                 for msg in messages:
                     err = msg.error()
                     if err is not None:
@@ -248,17 +252,15 @@ class RangeReader:
 
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[RecordRun]:
         """The records of ``topic[partition]`` in ``[start, end)``, in offset order."""
+        from confluent_kafka import Message
+
         for messages in consume_range(self.consumer_conf, topic, partition, start, end,
                                       self.chunk, self.read_timeout_s):
             # a record without a timestamp (None) fails in its source node, naming it
             timestamps = [stamp if kind and stamp >= 0 else None
-                          for kind, stamp in map(_timestamp, messages)]
+                          for kind, stamp in map(Message.timestamp, messages)]
             headers = [tuple(h) if (h := msg.headers()) else () for msg in messages]
-            yield RecordRun(topic, partition, list(map(_offset, messages)), timestamps,
-                            list(map(_key, messages)), list(map(_value, messages)), headers)
-
-
-_timestamp = methodcaller("timestamp")
-_offset = methodcaller("offset")
-_key = methodcaller("key")
-_value = methodcaller("value")
+            offsets = cast(list[int], list(map(Message.offset, messages)))  # records have one
+            yield RecordRun(topic, partition, offsets, timestamps,
+                            list(map(Message.key, messages)), list(map(Message.value, messages)),
+                            headers)

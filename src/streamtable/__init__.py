@@ -16,34 +16,79 @@
 {1}
 """
 
-from streamtable.config import StreamsConfig
-from streamtable.dsl import (
-    BranchedKStream,
-    KGroupedStream,
-    KGroupedTable,
-    KStream,
-    KTable,
-    Materialized,
-    StreamsBuilder,
-)
-from streamtable.dsl.global_table import GlobalKTable
-from streamtable.dsl.joins import StreamJoined
-from streamtable.dsl.stores import StoreBuilder, Stores
-from streamtable.dsl.topology_builder import TopologyBuilder
-from streamtable.errors import (
-    DeserializationError,
-    ProcessingError,
-    RecordError,
-    StreamsError,
-    TopologyError,
-)
-from streamtable.processors.api import Change, Processor, PunctuationType, Record
-from streamtable.processors.sliding import SlidingWindows
-from streamtable.processors.stream_join import JoinWindows
-from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
-from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
-from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
-from streamtable.topology import Topology
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamtable.config import StreamsConfig
+    from streamtable.dsl import (
+        BranchedKStream,
+        KGroupedStream,
+        KGroupedTable,
+        KStream,
+        KTable,
+        Materialized,
+        StreamsBuilder,
+    )
+    from streamtable.dsl.global_table import GlobalKTable
+    from streamtable.dsl.joins import StreamJoined
+    from streamtable.dsl.stores import StoreBuilder, Stores
+    from streamtable.dsl.topology_builder import TopologyBuilder
+    from streamtable.errors import (
+        DeserializationError,
+        ProcessingError,
+        RecordError,
+        StreamsError,
+        TopologyError,
+    )
+    from streamtable.processors.api import Change, Processor, PunctuationType, Record
+    from streamtable.processors.sliding import SlidingWindows
+    from streamtable.processors.stream_join import JoinWindows
+    from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
+    from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
+    from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
+    from streamtable.topology import Topology
+
+# Names are imported when first used: Spark's Python processes that only unpickle the Kafka
+# source or run a stage do not pay for the DSL, the test driver and their dependencies.
+_EXPORTS = {
+    "StreamsConfig": "streamtable.config",
+    "BranchedKStream": "streamtable.dsl",
+    "KGroupedStream": "streamtable.dsl",
+    "KGroupedTable": "streamtable.dsl",
+    "KStream": "streamtable.dsl",
+    "KTable": "streamtable.dsl",
+    "Materialized": "streamtable.dsl",
+    "StreamsBuilder": "streamtable.dsl",
+    "GlobalKTable": "streamtable.dsl.global_table",
+    "StreamJoined": "streamtable.dsl.joins",
+    "StoreBuilder": "streamtable.dsl.stores",
+    "Stores": "streamtable.dsl.stores",
+    "TopologyBuilder": "streamtable.dsl.topology_builder",
+    "DeserializationError": "streamtable.errors",
+    "ProcessingError": "streamtable.errors",
+    "RecordError": "streamtable.errors",
+    "StreamsError": "streamtable.errors",
+    "TopologyError": "streamtable.errors",
+    "Change": "streamtable.processors.api",
+    "Processor": "streamtable.processors.api",
+    "PunctuationType": "streamtable.processors.api",
+    "Record": "streamtable.processors.api",
+    "SlidingWindows": "streamtable.processors.sliding",
+    "JoinWindows": "streamtable.processors.stream_join",
+    "BufferConfig": "streamtable.processors.suppress",
+    "EmitStrategy": "streamtable.processors.suppress",
+    "Suppressed": "streamtable.processors.suppress",
+    "SessionWindows": "streamtable.processors.window",
+    "TimeWindows": "streamtable.processors.window",
+    "Windowed": "streamtable.processors.window",
+    "TestInputTopic": "streamtable.testing",
+    "TestOutputTopic": "streamtable.testing",
+    "TopologyTestDriver": "streamtable.testing",
+    "Topology": "streamtable.topology",
+}
 
 __version__ = "0.1.0"
 
@@ -83,3 +128,16 @@ __all__ = [
     "TopologyError",
     "TopologyTestDriver",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamtable' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -77,7 +77,6 @@ class Contender:
 
 CONTENDERS: dict[str, Contender] = {c.name: c for c in [
     Contender("streamtable", "streamtable (Spark)", "streamtable_app.py", None,
-              args=["--max-records-per-batch", "500000"],
               latency_args=["--commit-interval-ms", "100"]),
     Contender("spark", "plain PySpark Structured Streaming", "spark_plain.py", None,
               unsupported={"w2": "Structured Streaming aggregations cannot retract: a changed "

@@ -37,7 +37,8 @@ def w2_topology(input_topic: str, output_topic: str):  # type: ignore[no-untyped
 
 
 def extra(p):  # type: ignore[no-untyped-def]
-    p.add_argument("--max-records-per-batch", type=int, default=500_000)
+    p.add_argument("--max-records-per-batch", type=int, default=None,
+                   help="max.records.per.batch (default: streamtable's)")
     p.add_argument("--commit-interval-ms", type=int, default=None,
                    help="trigger interval in latency mode (default: streamtable's)")
     p.add_argument("--master", default=None)
@@ -59,8 +60,9 @@ def main() -> int:
     config = {
         "bootstrap.servers": args.bootstrap,
         "application.id": args.app_id,
-        "max.records.per.batch": args.max_records_per_batch,
     }
+    if args.max_records_per_batch is not None:
+        config["max.records.per.batch"] = args.max_records_per_batch
     if args.workload == "w1":
         wc = load_app(os.path.join(ROOT, "examples", "word_count", "app.py"))
         topology = wc.build_topology(args.input, args.output)

@@ -141,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Tasks' working copies of their stores: dicts in the Python workers, or RocksDB on "
             "the local disk under state.dir (state larger than memory).", True,
             _choice("in_memory", "rocksDB")),
-    Setting("max.records.per.batch", 500_000, "an integer >= 1",
+    Setting("max.records.per.batch", 1_000_000, "an integer >= 1",
             "The cap of one micro-batch (Spark runtime): large batches when behind, small "
             "when caught up.", False, _integer(1)),
     Setting("first.batch.records", None, "an integer >= 1, or unset",

@@ -44,12 +44,13 @@ NOTES = """\
 ## Contender set-up
 
 * **streamtable**: `StreamsApp(topology, config={...}, development_broker=True)` with
-  streamtable's defaults (`max.records.per.batch` 1,000,000), Spark `local[*]` as `spark_session()` sets it up; throughput with
-  `run_until_caught_up()` (Trigger.AvailableNow), latency with `start()` and
-  `commit.interval.ms=100` (Kafka Streams' EOS default). W1 is `examples/word_count/app.py`; W2
-  is built in `bench/contenders/streamtable_app.py` (table → filter US → group_by client →
-  reduce with adder/subtractor, materialized `us-share-holders`, `.to_stream().to(output)`).
-  Default caching (10 MiB). The store is checked as well as the output topic.
+  streamtable's defaults (`max.records.per.batch` 1,000,000), Spark `local[*]` as
+  `spark_session()` sets it up; throughput with `run_until_caught_up()` (Trigger.AvailableNow),
+  latency with `start()` and `commit.interval.ms=100` (Kafka Streams' EOS default). W1 is
+  `examples/word_count/app.py`; W2 is built in `bench/contenders/streamtable_app.py` (table →
+  filter US → group_by client → reduce with adder/subtractor, materialized `us-share-holders`,
+  `.to_stream().to(output)`). Default caching (10 MiB). The store is checked as well as the
+  output topic.
 * **plain PySpark**: the `streamtable-kafka` source (this PySpark has no Kafka connector),
   `lower`/`split`/`explode`/`groupBy().count()`, update mode, `foreachBatch` producing the
   updated counts with confluent-kafka; default (HDFS-backed) state store,

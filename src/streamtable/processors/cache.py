@@ -50,22 +50,16 @@ class ChangeForwarder:
         if not self.caching:
             self._processor.forward(Record(key, Change(new, old), timestamp, headers))
             return
-        entry = self._dirty.get(key)
-        if entry is None:
-            self._dirty[key] = [old, new, timestamp, headers, self._host.current_raw]
-            if len(self._dirty) > self.max_entries:
-                self._evict_eldest()
-        else:
-            entry[1] = new
-            entry[2] = timestamp
-            entry[3] = headers
-            entry[4] = self._host.current_raw
+        self.hold(key, new, old, timestamp, headers, self._host.current_raw)
+        if len(self._dirty) > self.max_entries:  # only a new key adds an entry
+            self._evict_eldest()
 
     def hold(self, key: Any, new: Any, old: Any, timestamp: int, headers: Headers,
              cause: RawRecord | None) -> None:
-        """Hold a change as :meth:`forward` does under caching, caused by ``cause`` (the
-        last of several records of ``key`` applied at once: ``old`` is the value before the
-        first of them). Never evicts: the caller checks the room."""
+        """Hold a change caused by ``cause``: the key's first held change keeps ``old``, a later
+        one replaces the newest value, timestamp, headers and cause (for several records of
+        ``key`` applied at once, ``old`` is the value before the first of them). Never
+        evicts: the caller checks the room."""
         entry = self._dirty.get(key)
         if entry is None:
             self._dirty[key] = [old, new, timestamp, headers, cause]

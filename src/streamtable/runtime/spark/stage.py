@@ -168,22 +168,25 @@ class _Collector:
         )
 
 
+def table_headers(table: pa.Table) -> list[Headers]:
+    """The ``headers`` column of an Arrow table of ``RECORD_FIELDS`` as records hold it."""
+    hcol = table.column("headers")
+    if hcol.null_count == len(hcol):
+        return [()] * table.num_rows
+    return [tuple((h["key"], h["value"]) for h in hs) if hs else () for hs in hcol.to_pylist()]
+
+
 def table_records(table: pa.Table) -> list[RawRecord]:
     """The rows of an Arrow table of ``RECORD_FIELDS`` (and maybe more) as raw records."""
     if table.num_rows == 0:
         return []
-    hcol = table.column("headers")
-    headers: list[Any] = (
-        hcol.to_pylist() if hcol.null_count < len(hcol) else [None] * table.num_rows
-    )
     return [
-        RawRecord(t, p, o, ts, k, v,
-                  tuple((h["key"], h["value"]) for h in hs) if hs else ())
+        RawRecord(t, p, o, ts, k, v, hs)
         for t, p, o, ts, k, v, hs in zip(
             table.column("topic").to_pylist(), table.column("partition").to_pylist(),
             table.column("offset").to_pylist(), table.column("timestamp").to_pylist(),
-            table.column("key").to_pylist(), table.column("value").to_pylist(), headers,
-            strict=True,
+            table.column("key").to_pylist(), table.column("value").to_pylist(),
+            table_headers(table), strict=True,
         )
     ]
 
@@ -352,15 +355,10 @@ class StageRunner:
         partitions = table.column("partition").unique()
         if len(topics) != 1 or len(partitions) != 1:
             self._not_one_partition(task_id)
-        hcol = table.column("headers")
-        headers: list[Any] = (
-            [tuple((h["key"], h["value"]) for h in hs) if hs else () for hs in hcol.to_pylist()]
-            if hcol.null_count < len(hcol) else [()] * table.num_rows
-        )
         return RecordRun(topics[0].as_py(), partitions[0].as_py(),
                          table.column("offset").to_pylist(), table.column("timestamp").to_pylist(),
                          table.column("key").to_pylist(), table.column("value").to_pylist(),
-                         headers)
+                         table_headers(table))
 
     def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
         """Run the task over all of its records of this batch, in partition-group order."""

@@ -267,6 +267,43 @@ def test_multiple_topics_and_group_offsets_committed(
     assert got == [(t1, 0, 3), (t1, 1, 2), (t2, 0, 2)]
 
 
+_END_AFTER_LAST_PLAN = """
+import os, sys
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from streamtable.kafka.source import KafkaStreamReader
+reader = KafkaStreamReader({"bootstrap.servers": sys.argv[1], "topics": sys.argv[2],
+                            "group.id": sys.argv[3]})
+reader.prepareForTriggerAvailableNow()
+start = reader.initialOffset()
+end = reader.latestOffset(start, ReadAllAvailable())
+reader.latestOffset(end, ReadAllAvailable())  # nothing left: the query ends here
+os._exit(0)  # as Spark may end the source's process, without stop()
+"""
+
+
+def test_last_group_commit_of_available_now_survives_the_process_ending(
+    bootstrap, new_topic, produce
+) -> None:
+    import subprocess
+    import sys
+
+    topic = new_topic(2)
+    produce(topic, [(i % 2, None, b"v%d" % i, 1000, None) for i in range(5)])
+    group = f"end-{topic}"
+    subprocess.run(
+        [sys.executable, "-c", _END_AFTER_LAST_PLAN, bootstrap, topic, group],
+        check=True, timeout=60,
+    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed(
+            [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10
+        )
+    finally:
+        consumer.close()
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 3), (1, 2)]
+
+
 def test_development_profile_is_exact_with_batching_producer(
     spark, bootstrap, new_topic, tmp_path
 ) -> None:

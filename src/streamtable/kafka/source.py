@@ -153,6 +153,17 @@ def _canonical(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
     }
 
 
+def _covers(
+    offsets: Mapping[str, Mapping[str, int]], target: Mapping[str, Mapping[str, int]]
+) -> bool:
+    """True when ``offsets`` reach ``target`` on every partition of it."""
+    return all(
+        int(offsets.get(topic, {}).get(str(part), 0)) >= int(end)
+        for topic, parts in target.items()
+        for part, end in parts.items()
+    )
+
+
 def split_budget(available: Mapping[Any, int], budget: int) -> dict[Any, int]:
     """Split ``budget`` records over partitions with ``available`` records, as evenly as possible.
 
@@ -285,6 +296,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._probe: Any = None
         self._committer: Any = None
         self._last_group_commit: Offsets | None = None
+        self._commits_in_flight = 0
         self._reported: Offsets | None = None  # ends read by latestOffset, for its report
 
     # ---------------------------------------------------------------- driver-side clients
@@ -426,6 +438,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # but calls commit() for it only when it plans the *next* batch. Committing `start`
         # here keeps the consumer group's lag current, including after the last batch.
         self._commit_to_group(start)
+        if self._target is not None and _covers(start, self._target):
+            # Trigger.AvailableNow is done: Spark may end this process right after, so the
+            # last commit must reach the group now, not when the next batch is planned
+            self._settle_group_commits()
         ends = self._target if self._target is not None else self._waiting_for_kafka(
             "plan the next batch", self._end_offsets)
         self._reported = ends
@@ -501,7 +517,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
             if self._committer is None:
                 conf = self._client_conf()
-                conf.update({"group.id": self.group_id, "enable.auto.commit": False})
+                conf.update({
+                    "group.id": self.group_id,
+                    "enable.auto.commit": False,
+                    "on_commit": self._committed,
+                })
                 self._committer = Consumer(conf)
             tps = [
                 TopicPartition(topic, int(part), int(off))
@@ -511,6 +531,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if tps:
                 # not waited for: planning the next batch does not hang on lag reporting
                 self._committer.commit(offsets=tps, asynchronous=True)
+                self._commits_in_flight += 1
                 self._committer.poll(0)  # serves the replies of earlier commits
             self._last_group_commit = canonical
         except Exception as exc:  # never fail the query over lag reporting
@@ -518,7 +539,28 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "streamtable-kafka: could not commit offsets to group %r: %s", self.group_id, exc
             )
 
+    def _committed(self, err: Any, partitions: Any) -> None:
+        self._commits_in_flight = max(0, self._commits_in_flight - 1)
+        if err is not None:
+            logger.warning(
+                "streamtable-kafka: could not commit offsets to group %r: %s", self.group_id, err
+            )
+
+    def _settle_group_commits(self, timeout_s: float = 5.0) -> None:
+        """Wait (at most ``timeout_s``) until the group has answered every commit sent."""
+        deadline = time.monotonic() + timeout_s
+        while self._committer is not None and self._commits_in_flight > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                logger.warning(
+                    "streamtable-kafka: group %r did not confirm %d offset commit(s) in %.0f s",
+                    self.group_id, self._commits_in_flight, timeout_s,
+                )
+                return
+            self._committer.poll(min(left, 0.1))
+
     def stop(self) -> None:
+        self._settle_group_commits()
         for name in ("_probe", "_committer"):
             client = getattr(self, name)
             setattr(self, name, None)

@@ -66,6 +66,15 @@ def test_murmur2_matches_kafka_java_client() -> None:
     assert murmur2(b"") == 275646681
 
 
+def test_default_partition_is_the_same_when_its_hash_is_remembered() -> None:
+    keys = [b"key-%d" % i for i in range(50)] + [b"", "ü".encode()]
+    expected = [(murmur2(k) & 0x7FFFFFFF) % n for k in keys for n in (1, 2, 3, 7)]
+    first = [default_partition(k, n) for k in keys for n in (1, 2, 3, 7)]
+    again = [default_partition(k, n) for k in keys for n in (1, 2, 3, 7)]
+    as_bytearray = [default_partition(bytearray(k), n) for k in keys for n in (1, 2, 3, 7)]
+    assert first == again == as_bytearray == expected
+
+
 def test_default_partition_matches_librdkafka_murmur2_partitioner(bootstrap, new_topic) -> None:
     topic = new_topic(5)
     producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2"})

@@ -6,6 +6,8 @@ True
 
 from __future__ import annotations
 
+import functools
+
 
 def murmur2(data: bytes) -> int:
     """Kafka's ``Utils.murmur2``: a signed 32-bit hash of ``data``."""
@@ -38,6 +40,14 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _positive_hash(key: bytes) -> int:
+    # keys repeat from batch to batch (the same words, clients...): hashed once while recent
+    return murmur2(key) & 0x7FFFFFFF
+
+
 def default_partition(key: bytes, num_partitions: int) -> int:
     """The partition Kafka's default partitioner gives a keyed record."""
+    if type(key) is bytes:
+        return _positive_hash(key) % num_partitions
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions

@@ -164,9 +164,9 @@ def _to_headers(value: Any) -> list[tuple[str, bytes | None]]:
 def _as_record(row: Any) -> SinkRecord:
     if isinstance(row, SinkRecord):
         return row
-    if hasattr(row, "asDict"):
+    if not isinstance(row, dict) and hasattr(row, "asDict"):
         row = row.asDict()
-    if isinstance(row, Mapping):
+    if isinstance(row, (dict, Mapping)):
         if "topic" not in row:
             raise KafkaSinkError(f"sink row has no 'topic': {row!r}")
         return SinkRecord(
@@ -498,8 +498,10 @@ def produce_rows(
     writer_b = writer_id.encode("utf-8")
     batch_b = str(batch_id).encode("ascii")
     ok = False
+    own_headers = [(HEADER_APP, app_b), (HEADER_WRITER, writer_b), (HEADER_BATCH, batch_b)]
+    produce = producer.produce
     try:
-        for row in rows:
+        for i, row in enumerate(rows):
             rec = _as_record(row)
             topic = rec.topic
             if topic not in counts:
@@ -547,28 +549,18 @@ def produce_rows(
                 if seq in present[tp]:
                     result.skipped += 1
                     continue
-            headers = _to_headers(rec.headers)
-            headers.extend(
-                [
-                    (HEADER_APP, app_b),
-                    (HEADER_WRITER, writer_b),
-                    (HEADER_BATCH, batch_b),
-                    (HEADER_SEQ, str(seq).encode("ascii")),
-                ]
-            )
-            kwargs: dict[str, Any] = {
-                "key": key,
-                "value": _to_bytes(rec.value, "value"),
-                "partition": part,
-                "headers": headers,
-                "on_delivery": on_delivery,
-            }
+            headers: list[Any] = _to_headers(rec.headers) if rec.headers else []
+            headers += own_headers
+            headers.append((HEADER_SEQ, b"%d" % seq))
+            value = _to_bytes(rec.value, "value")
             ts = _to_timestamp_ms(rec.timestamp)
-            if ts is not None:
-                kwargs["timestamp"] = ts
             while True:
                 try:
-                    producer.produce(topic, **kwargs)
+                    if ts is None:
+                        produce(topic, value, key, part, on_delivery, headers=headers)
+                    else:
+                        produce(topic, value, key, part, on_delivery, timestamp=ts,
+                                headers=headers)
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -577,11 +569,12 @@ def produce_rows(
                         f"could not produce to topic {topic!r} partition {part}: {exc}",
                         [(topic, part, str(exc))],
                     ) from exc
-            producer.poll(0)
             result.produced += 1
             result.per_partition[tp] = result.per_partition.get(tp, 0) + 1
-            if failures:
-                break
+            if not i & 255:  # serve delivery reports now and then, not for every record
+                producer.poll(0)
+                if failures:
+                    break
         for tp, seqs in present.items():
             if seqs and max(seqs) >= next_seq.get(tp, 0):
                 logger.warning(

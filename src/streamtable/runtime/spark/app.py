@@ -295,6 +295,8 @@ class StreamsApp:
                     + len(flow.globals) > 1):
                 flow.cached.insert(0, source)
         table = flow.collect()
+        if ranges is not None:
+            flow.plan_ahead()  # the prepared flow runs again next batch
         computed = time.monotonic()
         self._write_results(batch_id, table)
         self.last_batch_seconds = time.monotonic() - started
@@ -330,6 +332,7 @@ class StreamsApp:
                                   by_partition=self._source_by_partition,
                                   distributed=self._distributed_output() is not None)
             flow.partitions = frozenset(partitions)
+            flow.plan_ahead()
             self._flow = flow
         return flow
 

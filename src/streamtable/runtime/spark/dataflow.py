@@ -17,7 +17,11 @@ It is built in one of two ways:
 from __future__ import annotations
 
 import functools
+import logging
+import queue
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +36,8 @@ from streamtable.runtime.spark.stage import (
     RECORD_FIELDS,
 )
 from streamtable.topology.graph import Topology
+
+log = logging.getLogger(__name__)
 
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
 INPUT_COLUMNS = [name for name, _ in INPUT_FIELDS]
@@ -56,6 +62,8 @@ class Dataflow:
     cached: list[Any] = field(default_factory=list)
     # for a prepared flow: the (topic, partition) pairs it has rows for
     partitions: frozenset[tuple[str, int]] = frozenset()
+    # the next batch's Datasets, being planned while the driver finishes this one
+    _ahead: Future[tuple[Any, list[Any]]] | None = field(default=None, repr=False)
 
     def collect(self) -> Any:
         """Run the batch: the global stages, then the others; returns one Arrow table of the
@@ -65,12 +73,75 @@ class Dataflow:
         for df in self.cached:
             df.persist()
         try:
-            tables = [g.select("*").toArrow() for g in self.globals]
-            table = self.result.select("*").toArrow()
+            result, globals_ = self._next_datasets()
+            tables = [g.toArrow() for g in globals_]
+            table = result.toArrow()
             return pa.concat_tables([table, *tables]).combine_chunks() if tables else table
         finally:
             for df in self.cached:
                 df.unpersist()
+
+    def plan_ahead(self) -> None:
+        """Plan the Datasets of the next run on the planner's thread. Spark plans a Dataset
+        (optimizer, physical plan) when it first runs: 40-60 ms of the driver's JVM per batch,
+        which then overlaps the end of a batch and the start of the next (results, offset and
+        commit logs). A flow that keeps stage outputs (``cached``) is planned when it runs, after
+        they are cached, so that its plan reads them."""
+        if not self.cached and self._ahead is None:
+            self._ahead = _planner().submit(self._datasets, True)
+
+    def _datasets(self, planned: bool = False) -> tuple[Any, list[Any]]:
+        """New Datasets over the flow's plans (a new physical plan: no shuffle of an earlier
+        run is reused); ``planned``: with their physical plans made."""
+        result = self.result.select("*")
+        globals_ = [g.select("*") for g in self.globals]
+        if planned:
+            for df in (result, *globals_):
+                df._jdf.queryExecution().executedPlan()
+        return result, globals_
+
+    def _next_datasets(self) -> tuple[Any, list[Any]]:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            try:
+                return ahead.result()
+            except Exception as e:  # planned again below, where an error is reported
+                log.debug("planning the next batch ahead failed: %s", e)
+        return self._datasets()
+
+
+class _Planner:
+    """One daemon thread that runs planning calls in turn (one thread, so that py4j keeps one
+    connection for it)."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="streamtable-planner",
+                                                daemon=True)
+                self._thread.start()
+        self._calls.put((future, fn, args))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            future, fn, args = self._calls.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as e:
+                    future.set_exception(e)
+
+
+@functools.cache
+def _planner() -> _Planner:
+    return _Planner()
 
 
 def prepared_source(spark: Any, partitions: Iterable[tuple[str, int]]) -> Any:

@@ -8,11 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from streamtable.runtime.spark.dataflow import Dataflow
-
-pytestmark = pytest.mark.timeout(300)
 
 
 def _counting_flow(spark: Any) -> tuple[Dataflow, Any]:

@@ -294,7 +294,10 @@ def workload_table(info: dict[str, Any], wl: str) -> str:
             notes.append(f"* {label}: latency run failed — {L['error']}")
         elif L:
             notes.append(
-                f"* {label} latency: {L.get('probes', 0)} probes, {L.get('missing', 0)} not seen,"
+                f"* {label} latency: {L.get('probes', 0)} probes, {L.get('missing', 0)} not seen"
+                + (f" ({L['missing_in_topic']} of them in the output topic when it was read again:"
+                   " the harness's consumer missed them)" if L.get("missing_in_topic") else "")
+                + ","
                 f" achieved input rate {_f(L.get('achieved_rate'))}/s, p50 over the first/second"
                 f" half of the window {_f(L.get('early_p50_ms'))}/{_f(L.get('late_p50_ms'))} ms,"
                 f" max "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from streamtable.processors.api import RawRecord
 
@@ -47,23 +47,34 @@ class PartitionGroupOrdering:
             if run is None:
                 run = runs[(r.topic, r.partition)] = []
             run.append(r)
+        for run in runs.values():
+            run.sort(key=_offset)  # stable, linear when already in offset order
+        return self.merge(runs)
+
+    def merge(self, runs: Mapping[tuple[str, int], Iterable[RawRecord]]) -> Iterable[RawRecord]:
+        """The order over ``runs``, each the records of one (topic, partition) in offset order:
+        lists, or iterators taken from only as the order reaches them (so a host can make the
+        records of a large batch as they are processed).
+
+        >>> r = lambda p, o, ts: RawRecord("in", p, o, ts, None, None)
+        >>> runs = {("in", 0): iter([r(0, 0, 5), r(0, 1, 1)]), ("in", 1): iter([r(1, 0, 3)])}
+        >>> [(x.partition, x.offset) for x in PartitionGroupOrdering().merge(runs)]
+        [(1, 0), (0, 0), (0, 1)]
+        """
         if not runs:
             return ()
-        ordered = []
-        for _, run in sorted(runs.items()):
-            run.sort(key=_offset)  # stable, linear when already in offset order
-            ordered.append(run)
+        ordered = sorted(runs.items(), key=itemgetter(0))
         if len(ordered) == 1:
-            return ordered[0]
+            return ordered[0][1]
         rank = self.topic_rank
-        ordered.sort(key=lambda run: rank.get(run[0].topic, -1))
-        first = [run for run in ordered if run[0].topic in self.first_topics]
-        rest = [run for run in ordered if run[0].topic not in self.first_topics]
+        ordered.sort(key=lambda run: rank.get(run[0][0], -1))  # stable: then by partition
+        first = [run for (topic, _), run in ordered if topic in self.first_topics]
+        rest = [run for (topic, _), run in ordered if topic not in self.first_topics]
         if first and rest:
             return chain(_merge(first), _merge(rest))
-        return _merge(ordered)
+        return _merge([run for _, run in ordered])
 
 
-def _merge(runs: list[list[RawRecord]]) -> Iterator[RawRecord]:
+def _merge(runs: list[Iterable[RawRecord]]) -> Iterator[RawRecord]:
     """Always the head with the smallest timestamp; ties go to the earlier run."""
     return heapq.merge(*runs, key=_timestamp)

@@ -29,9 +29,10 @@ import gc
 import json
 import logging
 import sys
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
+from operator import attrgetter
 from typing import Any, NoReturn
 
 import pyarrow as pa
@@ -287,21 +288,42 @@ class StageRunner:
             table = table.filter(pa.compute.is_valid(table.column("topic")))
         return table.cast(_input_schema())
 
-    def _records(self, table: pa.Table) -> list[RawRecord]:
-        """The records of input rows: the rows that are records, then those of each range."""
+    def _runs(self, table: pa.Table) -> dict[tuple[str, int], Iterable[RawRecord]]:
+        """The task's records of input rows, per topic partition in offset order, made as the
+        task's order reaches them: the rows that are records stay Arrow until then, and each
+        range is read here and kept as columns (a task of a stage that is not streamed holds
+        its whole input, so its memory is the input's, not a Python object per record)."""
         ends = table.column("_end") if "_end" in table.column_names else None
-        if ends is None or ends.null_count == len(ends):
-            return table_records(table)
-        records = table_records(table.filter(pa.compute.is_null(ends)))
+        has_ranges = ends is not None and ends.null_count < len(ends)
+        rows = table.filter(pa.compute.is_null(ends)) if has_ranges else table
+        runs: dict[tuple[str, int], Iterable[RawRecord]] = {}
+        if rows.num_rows:
+            pairs = rows.group_by(["topic", "partition"], use_threads=False).aggregate([])
+            kept = 0
+            for topic, partition in zip(pairs.column("topic").to_pylist(),
+                                        pairs.column("partition").to_pylist(), strict=True):
+                run = rows.filter((pa.compute.field("topic") == topic)
+                                  & (pa.compute.field("partition") == partition))
+                kept += run.num_rows
+                runs[(topic, partition)] = _records_of(run.sort_by("offset"))
+            if kept != rows.num_rows:
+                raise RuntimeError(f"stage {self.subtopology}: {rows.num_rows - kept} input "
+                                   "record(s) without a topic or partition")
+        if not has_ranges:
+            return runs
         ranges = table.filter(pa.compute.is_valid(ends))
         for topic, partition, start, end in zip(
                 ranges.column("topic").to_pylist(), ranges.column("partition").to_pylist(),
                 ranges.column("offset").to_pylist(), ranges.column("_end").to_pylist(),
                 strict=True):
             start, end = self._range(topic, partition, start, end)
-            for run in self._reader().read(topic, partition, start, end):
-                records.extend(run.records())
-        return records
+            made: Iterable[RawRecord] = _records_of_runs(
+                deque(self._reader().read(topic, partition, start, end)))
+            if (topic, partition) in runs:  # records and a range of one partition: one run
+                made = iter(sorted(chain(runs[(topic, partition)], made),
+                                   key=attrgetter("offset")))
+            runs[(topic, partition)] = made
+        return runs
 
     def _reader(self) -> RangeReader:
         if self.kafka is None:
@@ -362,7 +384,7 @@ class StageRunner:
 
     def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
         """Run the task over all of its records of this batch, in partition-group order."""
-        return self._guarded(task_id, lambda ordering: ordering.order(self._records(table)))
+        return self._guarded(task_id, lambda ordering: ordering.merge(self._runs(table)))
 
     def _guarded(self, task_id: int,
                  records: Callable[[PartitionGroupOrdering], Iterable[RawRecord | RecordRun]]
@@ -422,6 +444,18 @@ class StageRunner:
         if self.metrics is not None:
             self.metrics.add(_task_counts(received, wiring.internal_topics, collector, task))
         return collector.to_batch()
+
+
+def _records_of(table: pa.Table, chunk: int = 8192) -> Iterator[RawRecord]:
+    """The rows of ``table`` as raw records, made ``chunk`` rows at a time."""
+    for start in range(0, table.num_rows, chunk):
+        yield from table_records(table.slice(start, chunk))
+
+
+def _records_of_runs(runs: deque[RecordRun]) -> Iterator[RawRecord]:
+    """The records of ``runs``, each run let go once its records are made."""
+    while runs:
+        yield from runs.popleft().records()
 
 
 def global_keepers(topology: Topology, sub: SubTopology) -> list[int]:

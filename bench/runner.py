@@ -404,16 +404,13 @@ def run_latency(c: Contender, wl: str, bootstrap: str, run_dir: Path,
                 missing += 1
             else:
                 lat.append(seen_at - pr.send_times[i])
-        in_topic_after = 0
         if missing:
             # the live consumer may have been handed an incomplete fetch (see OutputWatcher.
             # reread): a fresh one tells a probe the contender never wrote from one it missed
             unseen = {probe_keys[i] for i in measured if probe_keys[i] not in watcher.probes}
-            for m in read_topic(bootstrap, out_topic, 60.0):
-                if m.key() is not None and normalize_key(wl, m.key()) in unseen:
-                    in_topic_after += 1
-                    unseen.discard(normalize_key(wl, m.key()))
-            out["missing_in_topic"] = in_topic_after
+            written = {normalize_key(wl, m.key()) for m in read_topic(bootstrap, out_topic, 60.0)
+                       if m.key() is not None}
+            out["missing_in_topic"] = len(unseen & written)
         # unseen probes count as the drain bound, so p99 is a lower bound when they are many
         bound = [time.time() - pr.send_times[i] for i in measured
                  if probe_keys[i] not in watcher.probes]

@@ -153,17 +153,6 @@ def _canonical(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
     }
 
 
-def _covers(
-    offsets: Mapping[str, Mapping[str, int]], target: Mapping[str, Mapping[str, int]]
-) -> bool:
-    """True when ``offsets`` reach ``target`` on every partition of it."""
-    return all(
-        int(offsets.get(topic, {}).get(str(part), 0)) >= int(end)
-        for topic, parts in target.items()
-        for part, end in parts.items()
-    )
-
-
 def split_budget(available: Mapping[Any, int], budget: int) -> dict[Any, int]:
     """Split ``budget`` records over partitions with ``available`` records, as evenly as possible.
 
@@ -440,10 +429,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # but calls commit() for it only when it plans the *next* batch. Committing `start`
         # here keeps the consumer group's lag current, including after the last batch.
         self._commit_to_group(start)
-        if self._target is not None and _covers(start, self._target):
-            # Trigger.AvailableNow is done: Spark may end this process right after, so the
-            # last commit must reach the group now, not when the next batch is planned
-            self._settle_group_commits()
         ends = self._target if self._target is not None else self._waiting_for_kafka(
             "plan the next batch", self._end_offsets)
         self._reported = ends
@@ -464,6 +449,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     merged[topic][part] = int(start.get(topic, {}).get(part, 0)) + take
         if any(available.values()):
             self._planned_batches = min(self._planned_batches + 1, 16)
+        elif self._target is not None:
+            # Trigger.AvailableNow is done: Spark may end this process right after, so the
+            # last commit must reach the group now, not when the next batch is planned
+            self._settle_group_commits()
         if self.clock_tick_ms and self._target is None:
             tick = self.clock_tick_ms
             before = int(start.get(CLOCK, {}).get("0", 0))

@@ -17,7 +17,7 @@ A task's state lives in Spark's state store (RocksDB provider), keyed by the tas
 * ``meta`` (ValueState): the version token (a fresh nonce per commit), stream time and the
   compaction counters.
 
-A Python worker keeps a working copy (``engine.task_state.TaskState``) per (stage, task), tagged
+A Python worker keeps a working copy (``state.task_state.TaskState``) per (stage, task), tagged
 with the token of the commit it reflects. It is reused when the token in Spark's state equals it
 and rebuilt from ``log`` otherwise (another worker ran the task, or Spark replays a batch: the
 state store then rolls back to the previous version, whose token differs from the one the first
@@ -45,7 +45,6 @@ import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamtable.config import StreamsConfig
-from streamtable.engine.task_state import TaskState
 from streamtable.runtime.spark.stage import (
     KIND_INTERNAL,
     OUTPUT_DDL,
@@ -53,7 +52,8 @@ from streamtable.runtime.spark.stage import (
     RECORD_FIELDS,
     StageRunner,
 )
-from streamtable.runtime.spark.state import TaskStateStore
+from streamtable.state.persistence import TaskStateStore
+from streamtable.state.task_state import TaskState
 
 META_DDL = "nonce string, stream_time long, batches_since_snapshot int, delta_entries int"
 LOG_DDL = "snapshot boolean, blob binary"

@@ -115,7 +115,7 @@ def batch_bounds(n: int, batch: int, warmup: int) -> list[tuple[int, int]]:
 def write_batches(events: list[tuple[int, dict[str, Any] | None]], bounds: list[tuple[int, int]],
                   partitions: int, directory: str) -> list[str]:
     """One parquet file per batch, rows as the Kafka source gives them."""
-    from streamtable.kafka.partitioner import default_partition
+    from streamtable.partitioner import default_partition
 
     os.makedirs(directory, exist_ok=True)
     offsets: dict[int, int] = defaultdict(int)

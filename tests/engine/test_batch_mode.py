@@ -8,10 +8,10 @@ import pytest
 from tests.spark.harness import last_per_key, per_key
 from tests.spark.topologies import random_case, random_input
 
-from streamtable import StreamsBuilder, TopologyTestDriver
+from streamtable import StreamsBuilder, TimeWindows, TopologyTestDriver
 from streamtable.config import StreamsConfig
 from streamtable.engine import PartitionGroupOrdering, wire
-from streamtable.processors.api import RawRecord
+from streamtable.records import RawRecord
 
 
 def _seen_after_source(topics: list[str]) -> tuple[StreamsBuilder, list[tuple[str, int]]]:
@@ -37,17 +37,38 @@ def test_each_partition_is_processed_in_offset_order_even_when_timestamps_go_bac
     assert seen == ["a", "b", "c"]
 
 
-def test_partitions_are_merged_by_the_timestamp_of_their_next_record():
-    b, seen = _seen_after_source(["in"])
+def test_partitions_of_a_task_are_merged_by_the_timestamp_of_their_next_record():
+    """A task reads partition i of each of its co-partitioned topics: it always takes the next
+    record of the partition whose head has the smallest timestamp."""
+    b, seen = _seen_after_source(["left", "right"])
+    driver = TopologyTestDriver(b.build(), batch_mode=True)
+    left, right = driver.create_input_topic("left"), driver.create_input_topic("right")
+    left.pipe_input("k", "l-a", timestamp=5)
+    left.pipe_input("k", "l-b", timestamp=1)  # behind its partition's head
+    right.pipe_input("k", "r-a", timestamp=3)
+    right.pipe_input("k", "r-b", timestamp=7)
+    driver.run_batch()
+    # heads 5 vs 3 -> r-a; then 5 vs 7 -> l-a; then l-b (1) before r-b (7)
+    assert seen == ["r-a", "l-a", "l-b", "r-b"]
+
+
+def test_each_partition_is_a_task_of_its_own_with_its_own_stream_time():
+    """As on the runtime, partition i of a sub-topology's topics is task i: its stream time is
+    its own, so a record that is late for one partition is on time for another."""
+    b = StreamsBuilder()
+    (b.stream("in").group_by_key()
+     .windowed_by(TimeWindows.of(10, 0)).count(materialized="counts"))
     driver = TopologyTestDriver(b.build(), batch_mode=True)
     topic = driver.create_input_topic("in", partitions=2)
-    topic.pipe_input("k", "p0-a", timestamp=5, partition=0)
-    topic.pipe_input("k", "p0-b", timestamp=1, partition=0)  # behind its partition's head
-    topic.pipe_input("k", "p1-a", timestamp=3, partition=1)
-    topic.pipe_input("k", "p1-b", timestamp=7, partition=1)
+    topic.pipe_input("a", "x", timestamp=100, partition=0)  # task 0's stream time: 100
+    topic.pipe_input("b", "x", timestamp=5, partition=1)  # on time for task 1
+    topic.pipe_input("c", "x", timestamp=5, partition=0)  # late for task 0: dropped
     driver.run_batch()
-    # heads 5 vs 3 -> p1-a; then 5 vs 7 -> p0-a; then p0-b (1) before p1-b (7)
-    assert seen == ["p1-a", "p0-a", "p0-b", "p1-b"]
+    counts = driver.get_window_store("counts")
+    assert counts.fetch("b", 0, 100) == [(0, 1)]
+    assert counts.fetch("c", 0, 100) == []
+    assert counts.fetch("a", 0, 100) == [(100, 1)]
+    assert sum(driver.dropped_records.values()) == 1
 
 
 def test_topics_of_earlier_stages_come_first_at_equal_timestamps():

@@ -16,9 +16,9 @@ import pytest
 from streamtable import StreamsBuilder
 from streamtable.config import StreamsConfig
 from streamtable.engine.task import Task
-from streamtable.engine.task_state import TaskState
 from streamtable.engine.wiring import wire
-from streamtable.processors.api import Headers, RawRecord, RecordRun
+from streamtable.records import Headers, RawRecord, RecordRun
+from streamtable.state.task_state import TaskState
 from streamtable.topology.graph import Topology
 
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from streamtable.engine.ports import ServingStore, StoreChange
 from streamtable.serving import (
     PostgresServingStore,
     SqliteServingStore,
     is_postgres_url,
     serving_store,
 )
+from streamtable.serving.base import ServingStore, StoreChange
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.postgres import table_names
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from streamtable import Windowed
-from streamtable.engine.ports import ServingStore, StoreChange
 from streamtable.serving import PostgresServingStore, serving_store
+from streamtable.serving.base import ServingStore, StoreChange
 from streamtable.serving.codec import encode_key, encode_value
 
 

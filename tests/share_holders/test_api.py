@@ -18,7 +18,7 @@ from tests.spark.kafka_util import read_partitions as read_topic_partitions
 from streamtable import TopologyTestDriver
 from streamtable.kafka.admin import ensure_topics
 from streamtable.kafka.broker import free_port
-from streamtable.kafka.partitioner import default_partition
+from streamtable.partitioner import default_partition
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from streamtable import TopologyTestDriver
-from streamtable.kafka.partitioner import default_partition
+from streamtable.partitioner import default_partition
 from streamtable.runtime.spark import StreamsApp
 from streamtable.runtime.spark.stage import RECORD_DDL
 from streamtable.serde import JSON

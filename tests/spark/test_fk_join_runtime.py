@@ -41,7 +41,7 @@ def random_events(seed: int, n: int):
 def rows(events, partitions, start):
     import json
 
-    from streamtable.kafka.partitioner import default_partition
+    from streamtable.partitioner import default_partition
     from streamtable.serde import JSON
 
     offsets: dict[tuple[str, int], int] = {}

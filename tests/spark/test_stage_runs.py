@@ -16,7 +16,7 @@ from streamtable import StreamsBuilder
 from streamtable.config import StreamsConfig
 from streamtable.engine.ordering import PartitionGroupOrdering
 from streamtable.runtime.spark.stage import INPUT_FIELDS, StageRunner, table_records
-from streamtable.runtime.spark.state import FileTaskStatePersistence
+from streamtable.state.persistence import FileTaskStatePersistence
 
 TOPICS = ["a", "b", "c"]
 

@@ -13,7 +13,7 @@ from streamtable import StreamsBuilder
 from streamtable.config import StreamsConfig
 from streamtable.runtime.spark.plan import plan_query
 from streamtable.runtime.spark.stage import RECORD_FIELDS, StageRunner
-from streamtable.runtime.spark.state import FileTaskStatePersistence
+from streamtable.state.persistence import FileTaskStatePersistence
 
 
 def _topology():

@@ -12,7 +12,7 @@ from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
 from tests.spark.kafka_util import new_topics, produce, read_all
 
 from streamtable import JoinWindows, StreamsBuilder, TopologyTestDriver
-from streamtable.kafka.partitioner import default_partition
+from streamtable.partitioner import default_partition
 from streamtable.runtime.spark import StreamsApp
 from streamtable.serde import JSON
 

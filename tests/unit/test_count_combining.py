@@ -49,6 +49,13 @@ def _run(counting: str, lines, cache: bool, batch_mode: bool, cuts=()):
     return driver, out, repartitioned
 
 
+def _per_key(out: list[tuple[str, int, int]]) -> dict[str, list[tuple[int, int]]]:
+    changes: dict[str, list[tuple[int, int]]] = {}
+    for key, value, timestamp in out:
+        changes.setdefault(key, []).append((value, timestamp))
+    return changes
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("batch_mode", [False, True])
 def test_combined_count_emits_what_counting_one_by_one_emits(seed, batch_mode):
@@ -56,7 +63,13 @@ def test_combined_count_emits_what_counting_one_by_one_emits(seed, batch_mode):
     cuts = set(random.Random(seed).sample(range(1, 80), 3))
     d1, combined, n_combined = _run("count", lines, True, batch_mode, cuts)
     d2, reference, n_reference = _run("aggregate", lines, True, batch_mode, cuts)
-    assert combined == reference
+    if batch_mode:
+        # the counting tasks merge what the two upstream tasks wrote by timestamp, so keys
+        # first reach a task in another order when records were combined: each key's changes
+        # (what Kafka orders, within its partition) are the same, in the same order
+        assert _per_key(combined) == _per_key(reference)
+    else:
+        assert combined == reference
     assert d1.get_key_value_store("counts").to_dict() == d2.get_key_value_store("counts").to_dict()
     assert n_combined < n_reference
 

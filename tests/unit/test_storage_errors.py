@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from streamtable.errors import StorageError, StreamsError
-from streamtable.runtime.spark.state import FileTaskStatePersistence
+from streamtable.state.persistence import FileTaskStatePersistence
 from streamtable.storage.local import LocalStorage
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from streamtable.engine.task_state import TaskState
-from streamtable.runtime.spark import state as state_module
-from streamtable.runtime.spark.state import FileTaskStatePersistence, TaskStateStore, _chain
+from streamtable.state import persistence as state_module
+from streamtable.state.persistence import FileTaskStatePersistence, TaskStateStore, _chain
+from streamtable.state.task_state import TaskState
 from streamtable.storage import storage_at
 
 

@@ -17,7 +17,6 @@ from streamtable.engine.ports import (
     TaskStatePersistence,
 )
 from streamtable.engine.task import Task, TaskContext
-from streamtable.engine.task_state import TaskState
 from streamtable.engine.wiring import Wiring, wire
 
 __all__ = [
@@ -31,7 +30,6 @@ __all__ = [
     "StoreBackend",
     "Task",
     "TaskContext",
-    "TaskState",
     "TaskStatePersistence",
     "Wiring",
     "wire",

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter
 
-from streamtable.processors.api import RawRecord
+from streamtable.records import RawRecord
 
 _offset = attrgetter("offset")
 _timestamp = attrgetter("timestamp")

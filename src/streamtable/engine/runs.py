@@ -26,10 +26,10 @@ from itertools import compress, repeat
 from operator import is_
 from typing import TYPE_CHECKING, Any, cast
 
-from streamtable.processors.api import RawRecord, RecordRun
 from streamtable.processors.io import ManyDecoder, SourceProcessor
 from streamtable.processors.table import TableSource
 from streamtable.processors.table import log as table_log
+from streamtable.records import RawRecord, RecordRun
 
 if TYPE_CHECKING:
     from streamtable.engine.task import Task

@@ -20,18 +20,16 @@ from streamtable.engine.runs import TableRun
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.errors import DeserializationError, ProcessingError, RecordError
 from streamtable.processors.api import (
-    Headers,
     NodeWiring,
     Processor,
     PunctuationType,
     Punctuator,
-    RawRecord,
     RecordMetadata,
-    RecordRun,
     failing_processor,
 )
 from streamtable.processors.cache import ChangeForwarder
 from streamtable.processors.io import SourceProcessor
+from streamtable.records import Headers, RawRecord, RecordRun
 from streamtable.topology.graph import NodeKind, StoreSpec, SubTopology, Topology
 
 log = logging.getLogger(__name__)

@@ -163,3 +163,47 @@ def stage_order(topology: Topology,
             done.add(s)
             pending.remove(s)
     return order
+
+
+def task_counts(topology: Topology, source_partitions: Mapping[str, int],
+                default_partitions: int | None = None,
+                upstream: Mapping[int, list[int]] | None = None) -> dict[int, int]:
+    """Sub-topology id -> its number of tasks, in stage order: the partition count of its
+    source topics (``source_partitions``, by topic name; they must agree, as Kafka Streams
+    requires for co-partitioning), or for a sub-topology fed only by repartition topics their
+    explicit partition count, else the largest task count upstream (``default_partitions``, or
+    1, without any).
+
+    >>> from streamtable import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").group_by(lambda k, v: v).count()  # doctest: +ELLIPSIS
+    <...KTable...>
+    >>> task_counts(b.build(), {"in": 3})
+    {0: 3, 1: 3}
+    """
+    if upstream is None:
+        upstream = upstream_of(topology)
+    counts: dict[int, int] = {}
+    for sid in stage_order(topology, upstream):
+        st = topology.subtopologies[sid]
+        external = {t: source_partitions[t] for t in st.source_topics
+                    if not topology.topics[t].internal}
+        if len(set(external.values())) > 1:
+            raise TopologyError(
+                f"sub-topology {sid} reads topics with different partition counts {external}: "
+                "they must be co-partitioned (the same number of partitions)"
+            )
+        if external:
+            counts[sid] = next(iter(external.values()))
+            continue
+        explicit = [n for t in st.source_topics if (n := topology.topics[t].partitions)]
+        counts[sid] = max(explicit) if explicit else max(
+            [counts[u] for u in upstream[sid]] or [default_partitions or 1])
+    return counts
+
+
+def punctuates_on_wall_clock(topology: Topology, subtopology: int) -> bool:
+    """Whether a sub-topology holds a user's processor, which may punctuate on wall-clock time:
+    then every task of it runs in every batch, with records or without."""
+    return any(topology.nodes[n].options.get("user")
+               for n in topology.subtopology(subtopology).nodes)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
-from streamtable.processors.api import RecordRun
+from streamtable.records import RecordRun
 
 logger = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from streamtable.errors import StreamsError
 from streamtable.kafka.admin import partition_counts
-from streamtable.kafka.partitioner import default_partition, murmur2
+from streamtable.partitioner import default_partition, murmur2
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ def _safe_name(name: str) -> str:
 
 class _Markers:
     """``<commit_dir>/<app>/<writer>/<batch>.{started,done}``, written atomically on the
-    commit directory's :class:`~streamtable.engine.ports.DurableStorage` (a local directory
+    commit directory's :class:`~streamtable.storage.base.DurableStorage` (a local directory
     or a URL every writer can reach)."""
 
     def __init__(self, commit_dir: str | os.PathLike[str], app_id: str, writer_id: str) -> None:

@@ -1,5 +1,5 @@
 """Record-at-a-time operators shared by every driver."""
 
-from streamtable.processors.api import Change, Processor, RawRecord, Record
+from streamtable.processors.api import Change, Processor, Record
 
-__all__ = ["Change", "Processor", "RawRecord", "Record"]
+__all__ = ["Change", "Processor", "Record"]

@@ -6,16 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import (
-    Change,
-    Headers,
-    Processor,
-    ProcessorContext,
-    Receiver,
-    Record,
-)
+from streamtable.processors.api import Change, Processor, ProcessorContext, Receiver, Record
 from streamtable.processors.stateless import NULL_KEY_BEFORE_REPARTITION
 from streamtable.processors.table import StoringProcessor
+from streamtable.records import Headers
 
 NULL_IN_AGGREGATION = "null key or value in an aggregation"
 

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
+from streamtable.records import Headers
+
 if TYPE_CHECKING:
     from streamtable.processors.cache import ChangeForwarder
     from streamtable.serde import Serde
 
 V = TypeVar("V")
-
-Headers = tuple[tuple[str, bytes | None], ...]
 
 # A processor's entry taking a record's parts: ``receive(key, value, timestamp, headers)``.
 Receiver = Callable[[Any, Any, int, Headers], None]
@@ -88,81 +88,6 @@ class Record:
 
     def __repr__(self) -> str:
         return f"Record(key={self.key!r}, value={self.value!r}, timestamp={self.timestamp})"
-
-
-class RawRecord:
-    """A record as it sits in a topic: serialized key and value plus its position."""
-
-    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers = (),
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.key = key
-        self.value = value
-        self.headers = headers
-
-    def __repr__(self) -> str:
-        return (
-            f"RawRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
-            f"timestamp={self.timestamp}, key={self.key!r}, value={self.value!r})"
-        )
-
-
-class RecordRun:
-    """Consecutive records of one topic partition, in offset order, as columns: how a batch
-    host hands a task many records without making a :class:`RawRecord` of each.
-
-    >>> run = RecordRun("in", 0, [5, 6], [10, 11], [b"a", b"b"], [b"1", None], [(), ()])
-    >>> len(run), run.record(1)
-    (2, RawRecord(topic='in', partition=0, offset=6, timestamp=11, key=b'b', value=None))
-    """
-
-    __slots__ = ("topic", "partition", "offsets", "timestamps", "keys", "values", "headers")
-
-    def __init__(self, topic: str, partition: int, offsets: list[int],
-                 timestamps: list[int | None], keys: list[bytes | None],
-                 values: list[bytes | None], headers: list[Headers]) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offsets = offsets
-        self.timestamps = timestamps  # None: the record has no timestamp (its source fails it)
-        self.keys = keys
-        self.values = values
-        self.headers = headers
-
-    @classmethod
-    def of(cls, records: list[RawRecord]) -> RecordRun:
-        """The run of ``records`` (of one topic partition, in offset order)."""
-        first = records[0]
-        return cls(first.topic, first.partition, [r.offset for r in records],
-                   [r.timestamp for r in records], [r.key for r in records],
-                   [r.value for r in records], [r.headers for r in records])
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def record(self, i: int) -> RawRecord:
-        return RawRecord(self.topic, self.partition, self.offsets[i],
-                         self.timestamps[i], self.keys[i], self.values[i],  # type: ignore[arg-type]
-                         self.headers[i])
-
-    def records(self) -> list[RawRecord]:
-        topic, partition = self.topic, self.partition
-        return [RawRecord(topic, partition, o, t, k, v, h)  # type: ignore[arg-type]
-                for o, t, k, v, h in zip(self.offsets, self.timestamps, self.keys,
-                                         self.values, self.headers, strict=True)]
 
 
 class RecordMetadata(NamedTuple):

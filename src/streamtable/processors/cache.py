@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Protocol
 
-from streamtable.processors.api import Change, Headers, RawRecord, Record
+from streamtable.processors.api import Change, Record
+from streamtable.records import Headers, RawRecord
 
 if TYPE_CHECKING:
     from streamtable.processors.api import Processor

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from streamtable.errors import DeserializationError, ProcessingError
-from streamtable.processors.api import Change, Processor, ProcessorContext, RawRecord, Record
+from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.records import RawRecord
 from streamtable.serde import Serde
 
 TimestampExtractor = Callable[[Any, Any, int], int]
@@ -58,7 +59,7 @@ class SourceProcessor(Processor):
         return self._key_serde.deserialize_many, self._value_serde.deserialize_many
 
     def _check_partition(self, raw: RawRecord) -> None:
-        from streamtable.kafka.partitioner import default_partition
+        from streamtable.partitioner import default_partition
 
         assert raw.key is not None
         expected = default_partition(raw.key, self.context.partitions_of(raw.topic))
@@ -157,7 +158,7 @@ class SinkProcessor(Processor):
 def _partition_like(topic: str, key_serde: Serde) -> Partitioner:
     """The partition Kafka's default partitioner gives a key in ``topic`` as ``key_serde``
     writes it, taken modulo the partition count of the topic written to (which has as many)."""
-    from streamtable.kafka.partitioner import default_partition
+    from streamtable.partitioner import default_partition
 
     def partition(_to: str, key: Any, _value: Any, count: int) -> int | None:
         data = None if key is None else key_serde.serialize(topic, key)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from streamtable.processors.api import Headers, Processor, Receiver, Record
+from streamtable.processors.api import Processor, Receiver, Record
+from streamtable.records import Headers
 
 
 class StatelessProcessor(Processor):

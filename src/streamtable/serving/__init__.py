@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamtable.config import StreamsConfig
-from streamtable.engine.ports import ServingStore
+from streamtable.serving.base import ServingStore
 from streamtable.serving.postgres import PostgresServingStore
 from streamtable.serving.sqlite import SqliteServingStore
 from streamtable.serving.view import StoreView

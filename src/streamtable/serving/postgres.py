@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from streamtable.engine.ports import StoreChange
+from streamtable.serving.base import StoreChange
 from streamtable.serving.view import StoreView, split_changes, store_view
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def table_names(application_id: str) -> tuple[str, str]:
 
 class PostgresServingStore:
     """All queryable stores of one application in a PostgreSQL database (a
-    :class:`~streamtable.engine.ports.ServingStore`).
+    :class:`~streamtable.serving.base.ServingStore`).
 
     ``url`` is a libpq connection string or URL (``postgresql://user:pw@host:5432/db``). Each
     thread uses a connection of its own (the HTTP server queries from several threads); reads

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from streamtable.engine.ports import StoreChange
+from streamtable.serving.base import StoreChange
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.view import StoreView, split_changes, store_view
 
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS applied (id INTEGER PRIMARY KEY CHECK (id = 0), batch
 
 class SqliteServingStore:
     """All queryable stores of one application (the embedded
-    :class:`~streamtable.engine.ports.ServingStore`).
+    :class:`~streamtable.serving.base.ServingStore`).
 
     >>> import tempfile, os
     >>> s = SqliteServingStore(os.path.join(tempfile.mkdtemp(), "serving.db"))

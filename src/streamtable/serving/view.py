@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-from streamtable.engine.ports import StoreChange
+from streamtable.serving.base import StoreChange
 from streamtable.serving.codec import (
     all_windows_range,
     decode_key,

@@ -1,6 +1,6 @@
 """State stores: the tables behind every stateful operator, and their read-only query views."""
 
-from streamtable.engine.ports import KeyValueStore
+from streamtable.state.base import KeyValueStore
 from streamtable.state.stores import (
     InMemoryKeyValueStore,
     InMemoryStoreBackend,

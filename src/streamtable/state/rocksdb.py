@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.engine.task_state import TaskState
 from streamtable.state.stores import key_order
+from streamtable.state.task_state import TaskState
 from streamtable.state.windowed import (
     Windowed,
     decode_windowed,
@@ -208,7 +208,7 @@ class RocksDBKeyValueStore:
 
 @dataclass
 class RocksDBTaskState(TaskState):
-    """A :class:`~streamtable.engine.task_state.TaskState` whose stores live in RocksDB under
+    """A :class:`~streamtable.state.task_state.TaskState` whose stores live in RocksDB under
     ``path``; its version, nonce and counters are stored with the data."""
 
     path: str = ""

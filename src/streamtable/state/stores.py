@@ -6,14 +6,14 @@ stores. Users query them through :class:`ReadOnlyKeyValueStore`, which shows val
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import TopologyError
 from streamtable.state.windowed import SessionQueries, Windowed, WindowQueries, windows_in
 
 if TYPE_CHECKING:
-    from streamtable.engine.ports import KeyValueStore
+    from streamtable.state.base import KeyValueStore
     from streamtable.topology.graph import StoreSpec
 
 # window and session stores hold their windows under Windowed keys: key-value stores that are
@@ -152,7 +152,7 @@ class InMemoryKeyValueStore:
 
 
 class InMemoryStoreBackend:
-    """The :class:`~streamtable.engine.ports.StoreBackend` of the test driver: plain in-memory
+    """The :class:`~streamtable.state.base.StoreBackend` of the test driver: plain in-memory
     stores, kept by name so that tests can query them.
 
     >>> from streamtable.topology.graph import StoreSpec
@@ -168,6 +168,45 @@ class InMemoryStoreBackend:
         check_store_kind(spec)
         store = self.stores[spec.name] = InMemoryKeyValueStore(spec.name)
         return store
+
+
+class TaskStoresView:
+    """One store of a sub-topology as the union of its tasks' stores (each task holds the keys
+    of its own partition), read-only: what a batch host's stores look like to a query.
+
+    >>> a = InMemoryKeyValueStore("s"); a.put("x", (1, 0))
+    >>> b = InMemoryKeyValueStore("s"); b.put("y", (2, 0))
+    >>> view = TaskStoresView("s", lambda: [a, b])
+    >>> view.get("y"), len(view), sorted(view.items())
+    ((2, 0), 2, [('x', (1, 0)), ('y', (2, 0))])
+    """
+
+    def __init__(self, name: str, stores: Callable[[], list[KeyValueStore]]) -> None:
+        self.name = name
+        self._stores = stores  # the tasks' stores as they are now
+
+    def get(self, key: Any) -> Any:
+        for store in self._stores():
+            if (found := store.get(key)) is not None:
+                return found
+        return None
+
+    def put(self, key: Any, value: Any) -> None:
+        raise TypeError(f"store {self.name!r} is read-only here")
+
+    def delete(self, key: Any) -> Any:
+        raise TypeError(f"store {self.name!r} is read-only here")
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        for store in self._stores():
+            yield from store.items()
+
+    def keys_with_first(self, first: Any) -> list[Any]:
+        keys = [k for store in self._stores() for k in store.keys_with_first(first)]
+        return sorted(keys, key=key_order)
+
+    def __len__(self) -> int:
+        return sum(len(store) for store in self._stores())
 
 
 class ReadOnlyKeyValueStore:

@@ -1,9 +1,10 @@
 """Durable storage the tasks of an application share: task state and the sink's batch markers.
 
 :func:`storage_at` picks the implementation of
-:class:`~streamtable.engine.ports.DurableStorage` for a location: a plain path or ``file://``
+:class:`~streamtable.storage.base.DurableStorage` for a location: a plain path or ``file://``
 URL is a local directory (:mod:`streamtable.storage.local`), any other URL scheme (``s3://``,
-``gs://``, ``hdfs://``, ...) goes through ``pyarrow.fs`` (:mod:`streamtable.storage.arrow`).
+``gs://``, ``hdfs://``, ...) goes through ``pyarrow.fs`` (:mod:`streamtable.storage.arrow`), and
+``memory://NAME`` is this process's memory (:mod:`streamtable.storage.memory`).
 
 >>> import tempfile
 >>> storage = storage_at(tempfile.mkdtemp())
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlparse
 
-from streamtable.engine.ports import DurableStorage
+from streamtable.storage.base import DurableStorage
 
 __all__ = ["is_local", "join", "storage_at", "write_parts"]
 
@@ -46,6 +47,10 @@ def write_parts(f: Any, data: bytes | Iterable[bytes]) -> None:
 
 def storage_at(location: str) -> DurableStorage:
     """The durable storage rooted at ``location`` (a path or a URL)."""
+    if location.startswith("memory://"):
+        from streamtable.storage.memory import MemoryStorage
+
+        return MemoryStorage(location)
     if is_local(location):
         from streamtable.storage.local import LocalStorage
 

@@ -2,7 +2,7 @@
 ``hdfs://``, ``abfs://``.
 
 Why a filesystem and not Kafka changelog topics: a task's state is a chain of per-batch deltas
-and occasional snapshots (see ``runtime/spark/state.py``), which maps one to one onto objects. A
+and occasional snapshots (see ``state/persistence.py``), which maps one to one onto objects. A
 replayed batch overwrites its own object, so exactly-once needs no transactions; restoring a
 task reads one snapshot and the deltas after it instead of replaying a topic; and an executor
 needs no Kafka consumer to restore. Object stores write an object whole or not at all, so a

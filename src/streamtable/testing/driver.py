@@ -6,31 +6,39 @@ So with caching on, each input record yields at most one output per key; without
 (``cache.max.bytes.buffering = 0``) every intermediate change is visible.
 
 A global table's records update its store as soon as they are piped. In *batch mode* the driver
-follows the Spark runtime's rules instead: piped records wait for
+runs the topology as the Spark runtime does, through the same batch host
+(:func:`~streamtable.engine.batch.run_task_batch`): piped records wait for
 :meth:`TopologyTestDriver.run_batch`, which applies the batch's global table records first, then
-runs the sub-topologies one after the other over the batch (each task's records in Kafka
-Streams' partition-group order, see ``engine/ordering.py``) and commits each task once per
-batch: with caching, the last change per key per batch.
+runs the sub-topologies one after the other, each as one task per partition group (partition
+``i`` of its source topics; a repartitioned record goes to the task the runtime's shuffle gives
+it), each task over its records of the batch in Kafka Streams' partition-group order, with its
+state checked out, committed and checked in through the task-state persistence (in memory), so
+with caching the last change per key per batch.
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+import uuid
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamtable.config import StreamsConfig
-from streamtable.engine.ordering import PartitionGroupOrdering
+from streamtable.engine.batch import run_task_batch
+from streamtable.engine.ports import RecordOrdering
 from streamtable.engine.task import Task
-from streamtable.engine.wiring import wire
-from streamtable.processors.api import Headers, RawRecord
+from streamtable.engine.wiring import punctuates_on_wall_clock, task_counts, wire
+from streamtable.partitioner import default_partition, task_of
+from streamtable.records import Headers, RawRecord
 from streamtable.serde import Serde, serde_from
-from streamtable.state import InMemoryKeyValueStore, InMemoryStoreBackend, ReadOnlyKeyValueStore
-from streamtable.state.stores import ReadOnlySessionStore, ReadOnlyWindowStore
-from streamtable.topology.graph import Topology
+from streamtable.state import InMemoryStoreBackend, KeyValueStore, ReadOnlyKeyValueStore
+from streamtable.state.base import TaskStatePersistence
+from streamtable.state.persistence import FileTaskStatePersistence
+from streamtable.state.stores import ReadOnlySessionStore, ReadOnlyWindowStore, TaskStoresView
+from streamtable.state.task_state import TaskState
+from streamtable.topology.graph import NodeKind, Topology
 
 TEST_APPLICATION_ID = "test-app"
 
@@ -95,27 +103,35 @@ class TopologyTestDriver:
             int(time.time() * 1000) if initial_wall_clock_time_ms is None
             else initial_wall_clock_time_ms
         )
+        self._started_ms = self.wall_clock_ms
         self._logs: dict[str, _Log] = {}
         self._pending: deque[RawRecord] = deque()
-        self._batch: list[RawRecord] = []  # batch mode: records waiting for run_batch()
         self._partitions: dict[str, int] = {}
         self._backend = InMemoryStoreBackend()
         self._wiring = wire(topology, self.config)
-        self._ordering = PartitionGroupOrdering(self._wiring.topic_rank,
-                                                self._wiring.first_topics)
         self._tasks: dict[int, Task] = {}
         self._task_by_topic: dict[str, Task] = {}
-        # global tables first: their stores are handed to every task that reads them
-        for st in topology.global_subtopologies + topology.subtopologies:
-            sid = st.id
-            global_stores = {s: self._backend.stores[s] for s in topology.global_stores_of(st)}
-            task = Task(topology, st, 0, self.config, self._backend, self, self._partitions,
-                        cache_max_entries=sys.maxsize if batch_mode else None,
-                        wiring=self._wiring, global_stores=global_stores,
-                        wall_clock_ms=self.wall_clock_ms)
-            self._tasks[sid] = task
-            for t in task.sources:
-                self._task_by_topic[t] = task
+        # batch mode: records waiting for run_batch(), each with the task it goes to
+        self._batch: list[tuple[RawRecord, int]] = []
+        self._reader: dict[str, int] = {}  # source topic -> the sub-topology reading it
+        self._dropped: Counter[str] = Counter()
+        self._counts: dict[int, int] = {}  # batch mode: sub-topology -> its task count
+        if batch_mode:
+            self._states = _KeptStates(FileTaskStatePersistence(f"memory://{uuid.uuid4().hex}"))
+            for st in topology.global_subtopologies + topology.subtopologies:
+                for topic in _source_topics(topology, self._wiring, st.id):
+                    self._reader[topic] = st.id
+        else:
+            # global tables first: their stores are handed to every task that reads them
+            for st in topology.global_subtopologies + topology.subtopologies:
+                global_stores = {s: self._backend.stores[s]
+                                 for s in topology.global_stores_of(st)}
+                task = Task(topology, st, 0, self.config, self._backend, self, self._partitions,
+                            wiring=self._wiring, global_stores=global_stores,
+                            wall_clock_ms=self.wall_clock_ms)
+                self._tasks[st.id] = task
+                for t in task.sources:
+                    self._task_by_topic[t] = task
         self.batches = 0
 
     def _log(self, topic: str) -> _Log:
@@ -129,10 +145,26 @@ class TopologyTestDriver:
              headers: Headers, partition: int | None) -> None:
         raw = self._log(topic).append(0, timestamp, key, value, headers)
         if topic in self._task_by_topic:
-            if self.batch_mode:
-                self._batch.append(raw)
-            else:
-                self._pending.append(raw)
+            self._pending.append(raw)
+
+    def _send_from_task(self, task_id: int, topic: str, key: bytes | None, value: bytes | None,
+                        timestamp: int, headers: Headers, partition: int | None) -> None:
+        """Batch mode: what task ``task_id`` sends. A record of a repartition topic is logged
+        under the partition of the task that wrote it (its offsets in the order written, as
+        the runtime's stage output) and goes to the task the runtime's shuffle gives it; a
+        record of another topic goes to the partition its sink chose, else to its key's."""
+        reader = self._reader.get(topic)
+        if topic in self._wiring.internal_topics:
+            raw = self._log(topic).append(task_id, timestamp, key, value, headers)
+            if reader is not None:
+                self._batch.append((raw, task_of(key, partition, self._counts[reader])))
+            return
+        if partition is None:
+            partitions = self._partitions.get(topic, 1)
+            partition = 0 if key is None else default_partition(key, partitions)
+        raw = self._log(topic).append(partition, timestamp, key, value, headers)
+        if reader is not None:
+            self._batch.append((raw, partition))
 
     # -- piping ----------------------------------------------------------------------------
     def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
@@ -140,11 +172,12 @@ class TopologyTestDriver:
         """Append a serialized record to ``topic`` and process it to completion, then commit
         (in batch mode: keep it for the next :meth:`run_batch`)."""
         raw = self._log(topic).append(partition, timestamp, key, value, headers)
+        if self.batch_mode:
+            if topic in self._reader:
+                self._batch.append((raw, partition))
+            return
         task = self._task_by_topic.get(topic)
         if task is None:
-            return
-        if self.batch_mode:
-            self._batch.append(raw)
             return
         task.process(raw)
         self._complete()
@@ -178,21 +211,37 @@ class TopologyTestDriver:
         """
         if not self.batch_mode:
             raise RuntimeError("run_batch() is for a driver created with batch_mode=True")
+        self._counts = task_counts(
+            self.topology, {t: self._partitions.get(t, 1) for t in self.topology.topics
+                            if not self.topology.topics[t].internal})
+        topic_partitions = dict(self._partitions)
+        for topic, sid in self._reader.items():
+            if topic in self._wiring.internal_topics:
+                topic_partitions[topic] = self._counts[sid]
         # the batch's global table updates come before every stream record of the batch, as
-        # on Spark (see runtime/spark/global_tables.py)
+        # on Spark (the global stage runs first)
         for sid in [st.id for st in self.topology.global_subtopologies] + list(
                 self._wiring.stage_order):
-            task = self._tasks[sid]
-            mine = [r for r in self._batch if r.topic in task.sources]
-            if not mine and not task.punctuates_wall_clock:
-                continue
-            self._batch = [r for r in self._batch if r.topic not in task.sources]
-            for raw in self._ordering.order(mine):
-                task.process(raw)
-            # as a Spark task: its records (stream-time punctuation after each), then the
-            # wall-clock punctuations due at the batch's time, then the commit
-            task.punctuate_wall_clock()
-            task.commit()
+            by_task: dict[int, list[RawRecord]] = defaultdict(list)
+            rest: list[tuple[RawRecord, int]] = []
+            for raw, task_id in self._batch:
+                if self._reader[raw.topic] == sid:
+                    by_task[0 if sid not in self._counts else task_id].append(raw)
+                else:
+                    rest.append((raw, task_id))
+            self._batch = rest
+            tasks = set(by_task)
+            if sid in self._counts and punctuates_on_wall_clock(self.topology, sid):
+                tasks.update(range(self._counts.get(sid, 1)))  # every task runs, as on Spark
+            for task_id in sorted(tasks):
+                result = run_task_batch(
+                    self.topology, self._wiring, sid, task_id, self.batches,
+                    config=self.config, persistence=self._states,
+                    collector=_TaskCollector(self, task_id),
+                    records=_in_order(by_task.get(task_id, [])),
+                    topic_partitions=topic_partitions, wall_clock_ms=self.wall_clock_ms,
+                    started_ms=self._started_ms)
+                self._dropped.update(result.dropped)
         self.batches += 1
 
     def create_input_topic(
@@ -257,10 +306,14 @@ class TopologyTestDriver:
         ``find_sessions(key, earliest_session_end, latest_session_start)``."""
         return ReadOnlySessionStore(self._store(name, "session"))
 
-    def _store(self, name: str, kind: str | None = None) -> InMemoryKeyValueStore:
+    def _store(self, name: str, kind: str | None = None) -> KeyValueStore:
         spec = self.topology.stores.get(name)
         if kind is not None and spec is not None and spec.kind != kind:
             raise TypeError(f"store {name!r} is a {spec.kind} store, not a {kind} store")
+        if self.batch_mode:
+            if spec is None:
+                raise KeyError(f"no store named {name!r}; stores: {sorted(self.topology.stores)}")
+            return TaskStoresView(name, lambda: self._states.stores(name))
         stores = self._backend.stores
         try:
             return stores[name]
@@ -270,7 +323,7 @@ class TopologyTestDriver:
     @property
     def dropped_records(self) -> dict[str, int]:
         """Records dropped by Kafka Streams' rules, by reason (null keys, skipped errors)."""
-        total: dict[str, int] = {}
+        total: dict[str, int] = dict(self._dropped)
         for t in self._tasks.values():
             for reason, n in t.dropped.items():
                 total[reason] = total.get(reason, 0) + n
@@ -313,6 +366,56 @@ class TopologyTestDriver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _TaskCollector:
+    """The record collector of one task of the driver's batch mode."""
+
+    __slots__ = ("_driver", "_task_id")
+
+    def __init__(self, driver: TopologyTestDriver, task_id: int) -> None:
+        self._driver = driver
+        self._task_id = task_id
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+             headers: Headers, partition: int | None) -> None:
+        self._driver._send_from_task(self._task_id, topic, key, value, timestamp, headers,
+                                     partition)
+
+
+class _KeptStates:
+    """A task-state persistence that remembers the working copy each task checked in last, so
+    the driver can query the stores between batches."""
+
+    def __init__(self, persistence: TaskStatePersistence) -> None:
+        self._persistence = persistence
+        self._states: dict[tuple[int, int], TaskState] = {}
+
+    def checkout(self, subtopology: int, task_id: int, version: int) -> TaskState:
+        return self._persistence.checkout(subtopology, task_id, version)
+
+    def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]:
+        return self._persistence.commit(state, batch)
+
+    def checkin(self, state: TaskState) -> None:
+        self._states[state.task] = state
+        self._persistence.checkin(state)
+
+    def stores(self, name: str) -> list[KeyValueStore]:
+        """Store ``name`` of every task holding it, in task order."""
+        return [state.stores[name] for _, state in sorted(self._states.items())
+                if name in state.stores]
+
+
+def _in_order(records: list[RawRecord]) -> Callable[[RecordOrdering], Iterable[RawRecord]]:
+    """A task's records of a batch, as the batch host asks for them."""
+    return lambda ordering: ordering.order(records)
+
+
+def _source_topics(topology: Topology, wiring: Any, subtopology: int) -> list[str]:
+    """The real names of the topics sub-topology ``subtopology`` reads."""
+    return [t for n in topology.subtopology(subtopology).nodes
+            if topology.nodes[n].kind is NodeKind.SOURCE for t in wiring.node(n).topics]
 
 
 class TestInputTopic:

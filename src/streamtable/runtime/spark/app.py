@@ -67,9 +67,9 @@ from streamtable.runtime.spark.stage import (
     batch_context_key,
 )
 from streamtable.runtime.spark.startup import fast_checkpoint_files, warm_up_python_workers
-from streamtable.runtime.spark.state import FileTaskStatePersistence
 from streamtable.serving import configured_serving_store
 from streamtable.serving.metrics import AppMetrics
+from streamtable.state.persistence import FileTaskStatePersistence
 from streamtable.storage import join, storage_at
 from streamtable.topology.fingerprint import check_topology_unchanged
 from streamtable.topology.graph import Topology

@@ -19,7 +19,7 @@ PRELOAD = (
     "streamtable.runtime.spark.stage",
     "streamtable.kafka.source",
     "streamtable.kafka.sink",
-    "streamtable.runtime.spark.state",
+    "streamtable.state.persistence",
 )
 
 

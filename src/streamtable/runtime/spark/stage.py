@@ -25,12 +25,10 @@ a task whose partitions have no records in the batch does nothing, as a task wit
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
-import sys
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from itertools import chain
 from operator import attrgetter
 from typing import Any, NoReturn
@@ -39,15 +37,14 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from streamtable.config import StreamsConfig
-from streamtable.engine.ordering import PartitionGroupOrdering
+from streamtable.engine.batch import BatchResult, Records, run_task_batch
 from streamtable.engine.ports import OutputWriter, TaskStatePersistence
-from streamtable.engine.task import Task
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
-from streamtable.processors.api import Headers, RawRecord, RecordRun
+from streamtable.records import Headers, RawRecord, RecordRun
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
-from streamtable.topology.graph import SubTopology, Topology
+from streamtable.topology.graph import Topology
 
 log = logging.getLogger(__name__)
 
@@ -365,7 +362,7 @@ class StageRunner:
                 last = (run.topic, run.partition, run.offsets[-1])
                 yield run
 
-        yield self._guarded(task_id, lambda _ordering: runs())
+        yield self._run_batch(task_id, lambda _ordering: runs())
 
     def _not_one_partition(self, task_id: int) -> NoReturn:
         raise RuntimeError(f"stage {self.subtopology}: records of task {task_id} are not one "
@@ -384,65 +381,28 @@ class StageRunner:
 
     def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
         """Run the task over all of its records of this batch, in partition-group order."""
-        return self._guarded(task_id, lambda ordering: ordering.merge(self._runs(table)))
+        return self._run_batch(task_id, lambda ordering: ordering.merge(self._runs(table)))
 
-    def _guarded(self, task_id: int,
-                 records: Callable[[PartitionGroupOrdering], Iterable[RawRecord | RecordRun]]
-                 ) -> pa.RecordBatch:
-        # The stores hold many long-lived objects and the record path allocates many short-lived
-        # ones without cycles: the cyclic collector would rescan the stores again and again.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return self._run(task_id, records)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-
-    def _run(self, task_id: int,
-             records: Callable[[PartitionGroupOrdering], Iterable[RawRecord | RecordRun]]
-             ) -> pa.RecordBatch:
+    def _run_batch(self, task_id: int, records: Records) -> pa.RecordBatch:
+        """Run the task's batch through the batch host, then hand its results on: records for
+        external topics to a distributed writer, store changes and the rest as output rows."""
         assert self.batch_id is not None
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
-        sub = topology.subtopology(self.subtopology)
-        state = self.persistence.checkout(self.subtopology, task_id, self.batch_id - 1)
         collector = _Collector(wiring.internal_topics, task_id, self.output is not None)
-        # global tables as of this batch: their stage ran before this one
-        keepers = global_keepers(topology, sub)
-        global_states = [self.persistence.checkout(gid, 0, self.batch_id) for gid in keepers]
-        global_stores = {name: g.create(topology.stores[name], 0)
-                         for gid, g in zip(keepers, global_states, strict=True)
-                         for name in topology.subtopology(gid).stores}
-        task = Task(topology, sub, task_id, config, state, collector, self.topic_partitions,
-                    # with caching, the last change per key per micro-batch: never evict early
-                    cache_max_entries=sys.maxsize, wiring=wiring, global_stores=global_stores,
-                    wall_clock_ms=self.wall_clock_ms)
-        task.stream_time = state.stream_time
-        received: dict[str, int] = {}
-        for item in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
-            if isinstance(item, RecordRun):
-                received[item.topic] = received.get(item.topic, 0) + len(item)
-                task.process_run(item)
-            else:
-                received[item.topic] = received.get(item.topic, 0) + 1
-                task.process(item)
-        task.punctuate_wall_clock()
-        task.commit()
-        task.close()  # a task lives for one batch here: its processors' init ran at its start
-        state.stream_time = task.stream_time
-        changes = self.persistence.commit(state, self.batch_id)
-        self.persistence.checkin(state)
-        for g in global_states:  # read only: handed back as checked out
-            self.persistence.checkin(g)
+        result = run_task_batch(topology, wiring, self.subtopology, task_id, self.batch_id,
+                                config=config, persistence=self.persistence,
+                                collector=collector, records=records,
+                                topic_partitions=self.topic_partitions,
+                                wall_clock_ms=self.wall_clock_ms)
         if self.output is not None and collector.external:
             self.output.write(self.batch_id, collector.external,
                               writer=f"{self.subtopology}-{task_id}")
         for name in self.queryable_stores:
-            if changes.get(name):
-                collector.add_store_changes(name, changes[name])
+            if result.changes.get(name):
+                collector.add_store_changes(name, result.changes[name])
         if self.metrics is not None:
-            self.metrics.add(_task_counts(received, wiring.internal_topics, collector, task))
+            self.metrics.add(_task_counts(result, wiring.internal_topics, collector))
         return collector.to_batch()
 
 
@@ -458,30 +418,20 @@ def _records_of_runs(runs: deque[RecordRun]) -> Iterator[RawRecord]:
         yield from runs.popleft().records()
 
 
-def global_keepers(topology: Topology, sub: SubTopology) -> list[int]:
-    """Ids of the global sub-topologies keeping the global stores ``sub`` reads."""
-    keepers = topology.global_stores
-    out: list[int] = []
-    for name in topology.global_stores_of(sub):
-        if keepers[name].id not in out:
-            out.append(keepers[name].id)
-    return out
-
-
-def _task_counts(received: dict[str, int], internal: frozenset[str], collector: _Collector,
-                 task: Task) -> Counter[str]:
+def _task_counts(result: BatchResult, internal: frozenset[str],
+                 collector: _Collector) -> Counter[str]:
     """What a task did in a batch, as the counts of :class:`~streamtable.serving.metrics.
     AppMetrics` (``records_in:<topic>`` ...)."""
     counts: Counter[str] = Counter()
-    for topic, n in received.items():
+    for topic, n in result.received.items():
         if topic not in internal:
             counts[f"{RECORDS_IN}:{topic}"] += n
     for topic, n in collector.sent.items():
         counts[f"{RECORDS_OUT}:{topic}"] += n
-    for reason, n in task.dropped.items():
+    for reason, n in result.dropped.items():
         counts[f"{DROPPED}:{reason}"] += n
-    if task.dead_lettered:
-        counts[DEAD_LETTERED] += task.dead_lettered
+    if result.dead_lettered:
+        counts[DEAD_LETTERED] += result.dead_lettered
     return counts
 
 

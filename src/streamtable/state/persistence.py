@@ -1,6 +1,6 @@
 """Exactly-once task state for the Spark runtime (a
-:class:`~streamtable.engine.ports.TaskStatePersistence`), on any
-:class:`~streamtable.engine.ports.DurableStorage`: a local directory on one machine, a shared
+:class:`~streamtable.state.base.TaskStatePersistence`), on any
+:class:`~streamtable.storage.base.DurableStorage`: a local directory on one machine, a shared
 mount or an object store (``s3://``, ``gs://``, ``hdfs://``) on a cluster.
 
 Each task (sub-topology, partition) keeps its stores as a chain of objects under
@@ -32,9 +32,9 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from streamtable.engine.ports import DurableStorage
-from streamtable.engine.task_state import TaskState
+from streamtable.state.task_state import TaskState
 from streamtable.storage import storage_at
+from streamtable.storage.base import DurableStorage
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The working copy of one task's state between batches: its stores and its stream time.
 
-A :class:`TaskState` is what a :class:`~streamtable.engine.ports.TaskStatePersistence` checks out
-and commits, and the :class:`~streamtable.engine.ports.StoreBackend` of the task that runs on it:
+A :class:`TaskState` is what a :class:`~streamtable.state.base.TaskStatePersistence` checks out
+and commits, and the :class:`~streamtable.state.base.StoreBackend` of the task that runs on it:
 its stores record which keys changed, so that a commit persists exactly the batch's delta.
 """
 
@@ -41,7 +41,7 @@ class TaskState:
         return s
 
     def create(self, spec: StoreSpec, task_id: int) -> InMemoryKeyValueStore:
-        """The :class:`~streamtable.engine.ports.StoreBackend` of the task running on this
+        """The :class:`~streamtable.state.base.StoreBackend` of the task running on this
         state."""
         check_store_kind(spec)
         return self.store(spec.name)

@@ -1,0 +1,130 @@
+"""Which partition a key goes to: Kafka's default partitioner (murmur2 of the serialized key,
+as the Java client computes it), and the task a record of a repartition topic goes to in a batch
+host (Spark SQL's ``pmod(hash(key), tasks)``, computed here without Spark so the test driver's
+batch mode routes exactly as the Spark runtime does).
+
+>>> default_partition(b"client1", 4) == default_partition(b"client1", 4)
+True
+>>> task_of(b"client1", None, 4) == task_of(b"client1", None, 4) < 4, task_of(b"x", 2, 4)
+(True, 2)
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2``: a signed 32-bit hash of ``data``."""
+    length = len(data)
+    seed = 0x9747B28C
+    m = 0x5BD1E995
+    r = 24
+    h = (seed ^ length) & 0xFFFFFFFF
+    length4 = length // 4
+    for i in range(length4):
+        i4 = i * 4
+        k = data[i4] | (data[i4 + 1] << 8) | (data[i4 + 2] << 16) | (data[i4 + 3] << 24)
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    rest = length % 4
+    base = length & ~3
+    if rest == 3:
+        h ^= data[base + 2] << 16
+    if rest >= 2:
+        h ^= data[base + 1] << 8
+    if rest >= 1:
+        h ^= data[base]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _positive_hash(key: bytes) -> int:
+    # keys repeat from batch to batch (the same words, clients...): hashed once while recent
+    return murmur2(key) & 0x7FFFFFFF
+
+
+def default_partition(key: bytes, num_partitions: int) -> int:
+    """The partition Kafka's default partitioner gives a keyed record."""
+    if type(key) is bytes:
+        return _positive_hash(key) % num_partitions
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _mix_k1(k1: int) -> int:
+    return (_rotl((k1 * 0xCC9E2D51) & _M32, 15) * 0x1B873593) & _M32
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _M32
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark SQL's ``hash()`` of a bigint (Murmur3 x86_32 ``hashLong``, seed 42), as a signed
+    32-bit integer.
+
+    >>> spark_hash_long(0), spark_hash_long(1)
+    (-1670924195, -1712319331)
+    """
+    value &= 0xFFFFFFFFFFFFFFFF
+    h1 = _mix_h1(seed & _M32, _mix_k1(value & _M32))
+    h1 = _mix_h1(h1, _mix_k1(value >> 32))
+    h1 ^= 8
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _M32
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _M32
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def spark_hash_bytes(data: bytes, seed: int = 42) -> int:
+    """Spark SQL's ``hash()`` of a binary value (``Murmur3_x86_32.hashUnsafeBytes``, seed 42,
+    whose tail bytes are mixed one by one as signed bytes), as a signed 32-bit integer.
+
+    >>> spark_hash_bytes(b""), spark_hash_bytes(b"abc")
+    (142593372, 1322437556)
+    """
+    length = len(data)
+    aligned = length - length % 4
+    h1 = seed & _M32
+    for i in range(0, aligned, 4):
+        h1 = _mix_h1(h1, _mix_k1(int.from_bytes(data[i:i + 4], "little")))
+    for i in range(aligned, length):
+        byte = data[i]
+        h1 = _mix_h1(h1, _mix_k1((byte - 256 if byte > 127 else byte) & _M32))
+    return _fmix(h1, length)
+
+
+def _fmix(h1: int, length: int) -> int:
+    h1 ^= length
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _M32
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _M32
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def task_of(key: bytes | None, route: int | None, tasks: int) -> int:
+    """The task of a record written to a repartition topic: the partition its sink chose
+    (``route``), else Spark SQL's ``pmod(hash(key), tasks)`` (a null key hashes to the seed,
+    42)."""
+    if route is not None:
+        return route
+    h = 42 if key is None else spark_hash_bytes(key)
+    return h % tasks

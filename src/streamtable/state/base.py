@@ -1,0 +1,60 @@
+"""The protocols of state: the stores tasks keep, the backend that creates them, and the
+durable, versioned persistence of a task's stores between batches.
+
+A store backend is one new file implementing :class:`StoreBackend` (in memory:
+``state/stores.py``; a checked-out :class:`~streamtable.state.task_state.TaskState` is the
+backend of the task that runs on it). A persistence is one new file implementing
+:class:`TaskStatePersistence` (delta and snapshot files on durable storage:
+``state/persistence.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from streamtable.state.task_state import TaskState
+    from streamtable.topology.graph import StoreSpec
+
+
+class KeyValueStore(Protocol):
+    """A task's key-value store. Values are ``(value, timestamp)`` pairs."""
+
+    name: str
+
+    def get(self, key: Any) -> Any: ...
+
+    def put(self, key: Any, value: Any) -> None: ...
+
+    def delete(self, key: Any) -> Any: ...
+
+    def items(self) -> Iterator[tuple[Any, Any]]: ...
+
+    def keys_with_first(self, first: Any) -> list[Any]:
+        """Tuple keys whose first element is ``first``, in key order."""
+        ...
+
+    def __len__(self) -> int: ...
+
+
+class StoreBackend(Protocol):
+    """Creates the store described by ``spec`` for task ``task_id``."""
+
+    def create(self, spec: StoreSpec, task_id: int) -> KeyValueStore: ...
+
+
+class TaskStatePersistence(Protocol):
+    """Durable, versioned state of the tasks of one application.
+
+    ``checkout(subtopology, task_id, version)`` returns the state after batch ``version``;
+    ``commit(state, batch)`` makes what ``batch`` changed durable and returns those changes
+    per store (``None`` = deleted); ``checkin(state)`` hands the working copy back for reuse.
+    Implementations must be picklable: a Spark stage ships them to its executors.
+    """
+
+    def checkout(self, subtopology: int, task_id: int, version: int) -> TaskState: ...
+
+    def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]: ...
+
+    def checkin(self, state: TaskState) -> None: ...

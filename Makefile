@@ -34,9 +34,11 @@ SOAK_KILLS ?= 100
 soak: install
 	STREAMTABLE_SOAK_KILLS=$(SOAK_KILLS) $(PY) -m pytest -q -s -m slow tests/faults
 
+# ruff, mypy, and the import contracts of pyproject.toml (the floors of the package)
 lint: install
 	$(PY) -m ruff check src tests
 	$(PY) -m mypy src
+	$(VENV)/bin/lint-imports
 
 # docs/configuration.md is generated from the settings' definitions in src/streamtable/config.py
 config-docs: install

@@ -44,7 +44,7 @@ def run_app(args: argparse.Namespace) -> None:
     t0 = time.monotonic()
     import logging
 
-    from streamtable.runtime.spark import StreamsApp
+    from streamtable import StreamsApp
 
     logging.basicConfig(level=logging.WARNING)
     config = {"default.dsl.store": args.store, "max.records.per.batch": args.batch,

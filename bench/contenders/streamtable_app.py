@@ -54,7 +54,7 @@ def main() -> int:
     status = Status(args.status)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from streamtable.cli import load_app
-    from streamtable.runtime.spark import StreamsApp
+    from streamtable import StreamsApp
     from streamtable.runtime.spark.session import spark_session
 
     config = {

@@ -179,7 +179,7 @@ class MemoryOutput:
 
 
 def run_streamtable(args: argparse.Namespace) -> dict[str, Any]:
-    from streamtable.runtime.spark import StreamsApp
+    from streamtable import StreamsApp
 
     paths, bounds, _events, final = dataset(args)
     spark = spark_session(args)

@@ -99,7 +99,7 @@ def main() -> None:
     from streamtable.kafka.admin import ensure_topics
     from streamtable.kafka.broker import EmbeddedBroker
     from streamtable.kafka.sink import close_producers
-    from streamtable.runtime.spark import StreamsApp
+    from streamtable import StreamsApp
 
     logging.basicConfig(level=logging.WARNING)
     with EmbeddedBroker() as broker:

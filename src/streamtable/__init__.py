@@ -48,11 +48,13 @@ if TYPE_CHECKING:
     from streamtable.processors.stream_join import JoinWindows
     from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
     from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
+    from streamtable.runtime.spark import StreamsApp
     from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
     from streamtable.topology import Topology
 
 # Names are imported when first used: Spark's Python processes that only unpickle the Kafka
-# source or run a stage do not pay for the DSL, the test driver and their dependencies.
+# source or run a stage do not pay for the DSL, the test driver and their dependencies, and
+# ``import streamtable`` does not import PySpark until ``StreamsApp`` is used.
 _EXPORTS = {
     "StreamsConfig": "streamtable.config",
     "BranchedKStream": "streamtable.dsl",
@@ -84,6 +86,7 @@ _EXPORTS = {
     "SessionWindows": "streamtable.processors.window",
     "TimeWindows": "streamtable.processors.window",
     "Windowed": "streamtable.processors.window",
+    "StreamsApp": "streamtable.runtime.spark",
     "TestInputTopic": "streamtable.testing",
     "TestOutputTopic": "streamtable.testing",
     "TopologyTestDriver": "streamtable.testing",
@@ -114,6 +117,7 @@ __all__ = [
     "StreamsBuilder",
     "StreamsConfig",
     "StreamsError",
+    "StreamsApp",
     "TestInputTopic",
     "TestOutputTopic",
     "BufferConfig",

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from streamtable.state.spec import StoreSpec
     from streamtable.state.task_state import TaskState
-    from streamtable.topology.graph import StoreSpec
 
 
 class KeyValueStore(Protocol):

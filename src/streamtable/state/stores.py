@@ -14,7 +14,7 @@ from streamtable.state.windowed import SessionQueries, Windowed, WindowQueries, 
 
 if TYPE_CHECKING:
     from streamtable.state.base import KeyValueStore
-    from streamtable.topology.graph import StoreSpec
+    from streamtable.state.spec import StoreSpec
 
 # window and session stores hold their windows under Windowed keys: key-value stores that are
 # queried by key and time range
@@ -155,7 +155,7 @@ class InMemoryStoreBackend:
     """The :class:`~streamtable.state.base.StoreBackend` of the test driver: plain in-memory
     stores, kept by name so that tests can query them.
 
-    >>> from streamtable.topology.graph import StoreSpec
+    >>> from streamtable.state.spec import StoreSpec
     >>> backend = InMemoryStoreBackend()
     >>> backend.create(StoreSpec("counts"), 0) is backend.stores["counts"]
     True

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from streamtable.state.spec import StoreSpec
 from streamtable.state.stores import InMemoryKeyValueStore, check_store_kind
-from streamtable.topology.graph import StoreSpec
 
 
 @dataclass

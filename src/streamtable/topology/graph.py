@@ -16,6 +16,7 @@ from typing import Any
 from streamtable.errors import TopologyError
 from streamtable.processors.api import Processor
 from streamtable.serde import Serde
+from streamtable.state.spec import StoreSpec
 
 
 class NodeKind(enum.Enum):
@@ -38,22 +39,6 @@ class Node:
     key_serde: Serde | None = None
     value_serde: Serde | None = None
     options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class StoreSpec:
-    """A state store: its name, whether it caches and logs, and whether users may query it."""
-
-    name: str
-    kind: str = "key-value"
-    caching: bool | None = None  # None: follow cache.max.bytes.buffering
-    logging: bool = True
-    queryable: bool = False
-    key_serde: Serde | None = None
-    value_serde: Serde | None = None
-
-    def changelog_topic(self, application_id: str) -> str:
-        return f"{application_id}-{self.name}-changelog"
 
 
 @dataclass

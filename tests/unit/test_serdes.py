@@ -30,3 +30,18 @@ def test_serde_by_name():
     assert serde_from(None) is JSON
     with pytest.raises(ValueError, match="unknown serde 'avro'"):
         serde_from("avro")
+
+
+def test_a_short_json_value_holds_only_its_own_size_in_memory():
+    """Encoded keys and values are held (record caches, a batch's outputs): each must cost its
+    size, not the capacity of the encoder's buffer."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        held = [JSON.serialize("t", f"key-{i}") for i in range(5000)]
+        per_value = (tracemalloc.get_traced_memory()[0] - before) / len(held)
+    finally:
+        tracemalloc.stop()
+    assert per_value < 200

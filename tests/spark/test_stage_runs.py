@@ -67,3 +67,49 @@ def test_a_row_without_a_partition_is_an_error_not_a_lost_record(tmp_path) -> No
     table = table.set_column(1, "partition", pa.array([0, None], pa.int32()))
     with pytest.raises(RuntimeError, match=r"1 input record\(s\) without a topic or partition"):
         _runner(tmp_path)._runs(table)
+
+
+class _Writes:
+    """A distributed output writer that records what it is handed."""
+
+    distributed = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, str, list[bytes]]] = []
+
+    def write(self, batch_id, records, writer="0") -> None:
+        self.calls.append((batch_id, writer, [r["key"] for r in records]))
+
+
+def test_a_tasks_output_is_handed_on_in_chunks_as_it_is_made(tmp_path, monkeypatch) -> None:
+    """Records for external topics go to the writer every EXTERNAL_CHUNK records, each chunk
+    as a writer of its own; rows for later stages become Arrow batches every ROW_CHUNK rows;
+    a replay of the batch hands on the same chunks."""
+    from streamtable.runtime.spark import stage
+
+    monkeypatch.setattr(stage, "EXTERNAL_CHUNK", 4)
+    monkeypatch.setattr(stage, "ROW_CHUNK", 3)
+    b = StreamsBuilder()
+    source = b.stream("a")
+    source.to("out")
+    source.repartition().to("again")  # rows for a later stage
+    topology = b.build()
+    writes = _Writes()
+    table = _table([("a", 0, o, o) for o in range(10)])
+    config = StreamsConfig({"application.id": "app", "default.key.serde": "bytes",
+                            "default.value.serde": "bytes"}).as_dict()
+    persistence = FileTaskStatePersistence(str(tmp_path))
+    outputs = []
+    for _ in range(2):  # the batch, then its replay
+        runner = StageRunner(cloudpickle.dumps(topology), 0, 0, persistence, config, [],
+                             {"a": 1}, output=writes)
+        outputs.append(runner.run(0, table))
+    keys = [b"k%d" % o for o in range(10)]
+    assert writes.calls == 2 * [(0, "0-0", keys[:4]), (0, "0-0-1", keys[4:8]),
+                                (0, "0-0-2", keys[8:])]
+    first, replay = outputs
+    assert [len(batch) for batch in first] == [3, 3, 3, 1]
+    assert pa.Table.from_batches(first).equals(pa.Table.from_batches(replay))
+    rows = pa.Table.from_batches(first)
+    assert rows.column("kind").to_pylist() == [stage.KIND_INTERNAL] * 10
+    assert rows.column("offset").to_pylist() == list(range(10))

@@ -117,53 +117,98 @@ def _topology(blob: bytes, config: StreamsConfig) -> tuple[Topology, Wiring]:
     return topology, wiring
 
 
+# A task's output is not held whole: every ``ROW_CHUNK`` rows become an Arrow record batch (a few
+# dozen bytes a row instead of a Python tuple's few hundred), and a distributed writer is handed
+# every ``EXTERNAL_CHUNK`` records for external topics as they are produced.
+ROW_CHUNK = 8192
+EXTERNAL_CHUNK = 20_000
+
+
 class _Collector:
-    """Gathers a task's output rows (the stage's
-    :class:`~streamtable.engine.ports.RecordCollector`)."""
+    """Gathers a task's output (the stage's
+    :class:`~streamtable.engine.ports.RecordCollector`): rows for later stages and the driver,
+    in Arrow record batches of ``ROW_CHUNK`` rows, and, with a distributed ``output`` writer,
+    records for external topics written in chunks of ``EXTERNAL_CHUNK`` as they come, chunk
+    ``n`` as writer ``<writer>`` (n = 0) or ``<writer>-<n>``: a replayed task makes the same
+    records in the same order, so each chunk is exactly once by its own batch markers."""
 
     def __init__(self, internal_topics: frozenset[str], task_id: int,
-                 keep_external: bool = False) -> None:
+                 output: OutputWriter | None = None, batch_id: int = 0,
+                 writer: str = "") -> None:
         self.internal = internal_topics
         self.task_id = task_id
         # (kind, topic, partition, offset, timestamp, key, value, headers, route)
         self.rows: list[tuple[Any, ...]] = []
-        # records for external topics, when the task writes them itself (OutputWriter format)
-        self.external: list[dict[str, Any]] | None = [] if keep_external else None
+        self.batches: list[pa.RecordBatch] = []
+        self._count = 0  # rows so far: the next row's offset
+        self.output = output
+        self.batch_id = batch_id
+        self.writer = writer
+        # records for external topics not written yet (OutputWriter format)
+        self.external: list[dict[str, Any]] = []
+        self._chunks = 0
         self.sent: Counter[str] = Counter()  # records for external topics, per topic
+
+    def _row(self, row: tuple[Any, ...]) -> None:
+        self.rows.append(row)
+        self._count += 1
+        if len(self.rows) >= ROW_CHUNK:
+            self.batches.append(_to_batch(self.rows))
+            self.rows = []
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
         if topic in self.internal:
             hs = [{"key": k, "value": v} for k, v in headers] if headers else None
-            self.rows.append((KIND_INTERNAL, topic, self.task_id, len(self.rows), timestamp,
-                              key, value, hs, partition))
-        elif self.external is not None:
+            self._row((KIND_INTERNAL, topic, self.task_id, self._count, timestamp,
+                       key, value, hs, partition))
+        elif self.output is not None:
             self.sent[topic] += 1
             self.external.append({"topic": topic, "key": key, "value": value,
                                   "timestamp": timestamp, "partition": partition,
                                   "headers": list(headers) if headers else []})
+            if len(self.external) >= EXTERNAL_CHUNK:
+                self.write_external()
         else:
             self.sent[topic] += 1
             hs = [{"key": k, "value": v} for k, v in headers] if headers else None
-            self.rows.append((KIND_EXTERNAL, topic, partition, len(self.rows), timestamp,
-                              key, value, hs, None))
+            self._row((KIND_EXTERNAL, topic, partition, self._count, timestamp,
+                       key, value, hs, None))
+
+    def write_external(self) -> None:
+        """Hand the records for external topics held so far to the writer, as the next
+        chunk."""
+        if self.output is None or not self.external:
+            return
+        n = self._chunks
+        self.output.write(self.batch_id, self.external,
+                          writer=self.writer if n == 0 else f"{self.writer}-{n}")
+        self._chunks = n + 1
+        self.external = []
 
     def add_store_changes(self, store: str, changes: dict[Any, Any]) -> None:
-        rows = self.rows
         for k, v in changes.items():
-            rows.append((KIND_STORE, store, self.task_id, len(rows),
-                         -1 if v is None else v[1], encode_key(k),
-                         None if v is None else encode_value(v), None, None))
+            self._row((KIND_STORE, store, self.task_id, self._count,
+                       -1 if v is None else v[1], encode_key(k),
+                       None if v is None else encode_value(v), None, None))
 
-    def to_batch(self) -> pa.RecordBatch:
-        if not self.rows:
-            return pa.RecordBatch.from_pylist([], schema=OUTPUT_SCHEMA)
-        columns = list(zip(*self.rows, strict=True))
-        return pa.RecordBatch.from_arrays(
-            [pa.array(col, type=field.type) for col, field in zip(columns, OUTPUT_SCHEMA,
-                                                                  strict=True)],
-            schema=OUTPUT_SCHEMA,
-        )
+    def to_batches(self) -> list[pa.RecordBatch]:
+        """Every row, as record batches (one empty batch when there is none)."""
+        if self.rows or not self.batches:
+            self.batches.append(_to_batch(self.rows))
+            self.rows = []
+        return self.batches
+
+
+def _to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    if not rows:
+        return pa.RecordBatch.from_pylist([], schema=OUTPUT_SCHEMA)
+    columns = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(col, type=field.type) for col, field in zip(columns, OUTPUT_SCHEMA,
+                                                              strict=True)],
+        schema=OUTPUT_SCHEMA,
+    )
 
 
 def table_headers(table: pa.Table) -> list[Headers]:
@@ -231,7 +276,7 @@ class StageRunner:
             return  # nothing for this task in this batch: its state stays as it is
         table = pa.concat_tables(received)
         task_id = table.column("_route")[0].as_py()
-        yield self.run(task_id, self._task_rows(table, task_id))
+        yield from self.run(task_id, self._task_rows(table, task_id))
 
     def _read_batch_context(self) -> None:
         from pyspark import TaskContext
@@ -362,7 +407,7 @@ class StageRunner:
                 last = (run.topic, run.partition, run.offsets[-1])
                 yield run
 
-        yield self._run_batch(task_id, lambda _ordering: runs())
+        yield from self._run_batch(task_id, lambda _ordering: runs())
 
     def _not_one_partition(self, task_id: int) -> NoReturn:
         raise RuntimeError(f"stage {self.subtopology}: records of task {task_id} are not one "
@@ -379,31 +424,30 @@ class StageRunner:
                          table.column("key").to_pylist(), table.column("value").to_pylist(),
                          table_headers(table))
 
-    def run(self, task_id: int, table: pa.Table) -> pa.RecordBatch:
+    def run(self, task_id: int, table: pa.Table) -> list[pa.RecordBatch]:
         """Run the task over all of its records of this batch, in partition-group order."""
         return self._run_batch(task_id, lambda ordering: ordering.merge(self._runs(table)))
 
-    def _run_batch(self, task_id: int, records: Records) -> pa.RecordBatch:
+    def _run_batch(self, task_id: int, records: Records) -> list[pa.RecordBatch]:
         """Run the task's batch through the batch host, then hand its results on: records for
         external topics to a distributed writer, store changes and the rest as output rows."""
         assert self.batch_id is not None
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
-        collector = _Collector(wiring.internal_topics, task_id, self.output is not None)
+        collector = _Collector(wiring.internal_topics, task_id, self.output, self.batch_id,
+                               f"{self.subtopology}-{task_id}")
         result = run_task_batch(topology, wiring, self.subtopology, task_id, self.batch_id,
                                 config=config, persistence=self.persistence,
                                 collector=collector, records=records,
                                 topic_partitions=self.topic_partitions,
                                 wall_clock_ms=self.wall_clock_ms)
-        if self.output is not None and collector.external:
-            self.output.write(self.batch_id, collector.external,
-                              writer=f"{self.subtopology}-{task_id}")
+        collector.write_external()
         for name in self.queryable_stores:
             if result.changes.get(name):
                 collector.add_store_changes(name, result.changes[name])
         if self.metrics is not None:
             self.metrics.add(_task_counts(result, wiring.internal_topics, collector))
-        return collector.to_batch()
+        return collector.to_batches()
 
 
 def _records_of(table: pa.Table, chunk: int = 8192) -> Iterator[RawRecord]:

@@ -44,7 +44,7 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     from streamtable.kafka.broker import development_source_options
-    from streamtable.kafka.source import register
+    from streamtable.runtime.spark.kafka_source import register
     from streamtable.runtime.spark.session import spark_session
 
     # the JVM does this contender's work: it keeps the JVM's default compilers

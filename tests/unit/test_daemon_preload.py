@@ -7,8 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-NEEDED = ("streamtable.runtime.spark.stage", "streamtable.kafka.source", "streamtable.dsl",
-          "streamtable.processors.table", "streamtable.processors.aggregate",
+NEEDED = ("streamtable.runtime.spark.stage", "streamtable.runtime.spark.kafka_source",
+          "streamtable.dsl", "streamtable.processors.table", "streamtable.processors.aggregate",
           "streamtable.serde", "pyarrow")
 
 

@@ -19,8 +19,8 @@ from streamtable.kafka.admin import (
     partition_counts,
 )
 from streamtable.kafka.sink import SinkRecord, _TailScanner, produce_rows, warm_up_producer
-from streamtable.kafka.source import KafkaInputPartition, KafkaStreamReader
 from streamtable.runtime.spark.app import StreamsApp
+from streamtable.runtime.spark.kafka_source import KafkaInputPartition, KafkaStreamReader
 
 SECRET = "pw-SENTINEL-93f1"
 BOGUS = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "BOGUS",

@@ -59,11 +59,11 @@ def load_app(path: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     try:
-        from pyspark import cloudpickle
-    except ImportError:  # the core alone: nothing is shipped to workers
+        from streamtable.runtime.spark.shipping import ship_by_value
+    except ImportError:  # the core alone (no PySpark): nothing is shipped to workers
         return module
     # Spark's workers cannot import a module loaded from a path: ship its functions by value.
-    cloudpickle.register_pickle_by_value(module)
+    ship_by_value(module)
     return module
 
 

@@ -3,10 +3,12 @@
 * :mod:`streamtable.kafka.broker` — :class:`EmbeddedBroker`, an in-memory development broker.
 * :mod:`streamtable.kafka.admin` — :func:`ensure_topics`, :func:`partition_counts`,
   :func:`delete_topics`.
-* :mod:`streamtable.kafka.source` — the ``streamtable-kafka`` Spark streaming source.
+* :mod:`streamtable.kafka.ranges` — offset ranges and reading them (:class:`KafkaSourceError`).
 * :mod:`streamtable.kafka.sink` — :func:`produce_rows`, exactly-once-per-batch producing.
 
-Names are imported lazily, so ``import streamtable.kafka`` does not import PySpark.
+None of it imports PySpark: the ``streamtable-kafka`` Spark streaming source that reads Kafka
+is part of the Spark runtime (:mod:`streamtable.runtime.spark.kafka_source`). Names are
+imported lazily.
 
 >>> from streamtable.kafka import EmbeddedBroker, ensure_topics, produce_rows   # doctest: +SKIP
 >>> with EmbeddedBroker() as broker:                                            # doctest: +SKIP
@@ -35,12 +37,8 @@ _EXPORTS = {
     "list_topic_names": "admin",
     "KafkaAdminError": "admin",
     "TopicNotFoundError": "admin",
-    # source
-    "SOURCE_NAME": "source",
-    "KAFKA_SCHEMA": "source",
-    "KafkaDataSource": "source",
-    "KafkaSourceError": "source",
-    "register": "source",
+    # ranges
+    "KafkaSourceError": "ranges",
     # sink
     "produce_rows": "sink",
     "kafka_batch_writer": "sink",

@@ -392,9 +392,9 @@ def main(argv: list[str] | None = None) -> int:
 # with EmbeddedBroker, never against a real cluster (where it would only cost throughput).
 # --------------------------------------------------------------------------------------------
 
-#: Source option that turns on the development broker profile in
-#: :class:`streamtable.kafka.source.KafkaDataSource` (end offsets are then taken from the
-#: high watermark of a Fetch response instead of ListOffsets).
+#: Source option that turns on the development broker profile in the Spark runtime's
+#: :class:`streamtable.runtime.spark.kafka_source.KafkaDataSource` (end offsets are then taken
+#: from the high watermark of a Fetch response instead of ListOffsets).
 DEVELOPMENT_BROKER_PROFILE_OPTION = "development.broker.profile"
 
 

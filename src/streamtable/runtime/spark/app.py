@@ -37,8 +37,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pyspark import cloudpickle
-
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import (
     OutputWriter,
@@ -49,7 +47,7 @@ from streamtable.engine.ports import (
 from streamtable.errors import ApplicationFailedError
 from streamtable.kafka.output import KafkaOutput
 from streamtable.kafka.ranges import OffsetRange, RangeReader
-from streamtable.runtime.spark import dataflow
+from streamtable.runtime.spark import dataflow, shipping
 from streamtable.runtime.spark.offsets import batch_ranges
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan, plan_query, routing_labels
@@ -157,7 +155,7 @@ class StreamsApp:
         self._plan: QueryPlan | None = None
         self._flow: dataflow.Dataflow | None = None  # the prepared plan of ranges batches
         self._flow_lock = threading.Lock()
-        self._blob = cloudpickle.dumps(topology)
+        self._blob = shipping.dumps(topology)
         self.last_batch_seconds = 0.0
         self.batches = 0
         # wall-clock time in ms for punctuations (a test may pass its own clock)
@@ -495,7 +493,7 @@ class StreamsApp:
     def start(self, *, available_now: bool = False) -> StreamsApp:
         """Start the query (in the background). With ``available_now`` it processes what the
         source topics hold now, in batches, and stops."""
-        from streamtable.kafka.source import register
+        from streamtable.runtime.spark.kafka_source import register
 
         # state written for another topology must not be read by this one
         check_topology_unchanged(self.checkpoint_dir / "topology.json", self.topology,

@@ -13,13 +13,18 @@ import importlib
 import logging
 from typing import Any
 
+# what a task unpickles or runs: a stage, the Kafka source's reads, the output writer and its
+# producer, task state, the accumulator of the tasks' counts, the warm-up job
 PRELOAD = (
     "pyarrow",
     "pyarrow.compute",
     "streamtable.runtime.spark.stage",
-    "streamtable.kafka.source",
+    "streamtable.runtime.spark.kafka_source",
+    "streamtable.kafka.output",
     "streamtable.kafka.sink",
     "streamtable.state.persistence",
+    "streamtable.runtime.spark.progress",
+    "streamtable.runtime.spark.startup",
 )
 
 

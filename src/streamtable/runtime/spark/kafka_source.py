@@ -3,7 +3,7 @@
 PySpark here has no Kafka connector (no Maven), so this is a Python Data Source (PySpark >= 4.2
 ``DataSourceStreamReader`` API) registered under the short name ``streamtable-kafka``.
 
->>> from streamtable.kafka.source import register
+>>> from streamtable.runtime.spark.kafka_source import register
 >>> register(spark)                                                     # doctest: +SKIP
 >>> df = (spark.readStream.format("streamtable-kafka")                  # doctest: +SKIP
 ...       .option("bootstrap.servers", "127.0.0.1:9092")

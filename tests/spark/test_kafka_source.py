@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamtable.kafka.broker import development_source_options
-from streamtable.kafka.source import KAFKA_SCHEMA, KafkaStreamReader, split_budget
+from streamtable.runtime.spark.kafka_source import KAFKA_SCHEMA, KafkaStreamReader, split_budget
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ def test_multiple_topics_and_group_offsets_committed(
 _END_AFTER_LAST_PLAN = """
 import os, sys
 from pyspark.sql.streaming.datasource import ReadAllAvailable
-from streamtable.kafka.source import KafkaStreamReader
+from streamtable.runtime.spark.kafka_source import KafkaStreamReader
 reader = KafkaStreamReader({"bootstrap.servers": sys.argv[1], "topics": sys.argv[2],
                             "group.id": sys.argv[3]})
 reader.prepareForTriggerAvailableNow()

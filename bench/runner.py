@@ -470,7 +470,7 @@ def warm_up(bootstrap: str, in_topic: str) -> float:
     read the input topic once, so that the first contender does not pay for a cold machine or
     a cold broker alone (the first slot of two full runs was 25-30% slower than a repeat)."""
     t0 = time.time()
-    spark = ("from streamtable.runtime.spark.session import spark_session; "
+    spark = ("from streamtable.runtime.spark.process.session import spark_session; "
              "spark_session('local[2]', 'bench-warm-up').range(10).collect()")
     subprocess.run([sys.executable, "-c", spark], cwd=ROOT, capture_output=True, timeout=300)
     for _ in read_topic(bootstrap, in_topic, timeout=300):

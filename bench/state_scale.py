@@ -75,7 +75,8 @@ class WorkerMemory(threading.Thread):
     def run(self) -> None:
         while not self.halt.is_set():
             pids = [p for p in process_tree(self.root)
-                    if _kind(p).endswith(("pyspark.daemon", "streamtable.runtime.spark.daemon"))
+                    if _kind(p).endswith(("pyspark.daemon",
+                                          "streamtable.runtime.spark.process.daemon"))
                     or "pyspark.daemon " in _kind(p)]
             total = sum(_pss_bytes(p) for p in pids)
             if total > self.peak:

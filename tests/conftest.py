@@ -51,7 +51,7 @@ def bootstrap(broker: EmbeddedBroker) -> str:
 def spark() -> Iterator[Any]:
     """The SparkSession streamtable itself would create, on local[2], with our Kafka source."""
     from streamtable.runtime.spark.kafka_source import register
-    from streamtable.runtime.spark.session import spark_session
+    from streamtable.runtime.spark.process.session import spark_session
 
     os.environ.setdefault("STREAMTABLE_SPARK_LOG_LEVEL", "ERROR")
     session = spark_session(

@@ -45,7 +45,7 @@ def main() -> int:
 
     from streamtable.kafka.broker import development_source_options
     from streamtable.runtime.spark.kafka_source import register
-    from streamtable.runtime.spark.session import spark_session
+    from streamtable.runtime.spark.process.session import spark_session
 
     # the JVM does this contender's work: it keeps the JVM's default compilers
     spark = spark_session(None, f"plain-{args.app_id}",

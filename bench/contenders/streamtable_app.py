@@ -55,7 +55,7 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from streamtable.cli import load_app
     from streamtable import StreamsApp
-    from streamtable.runtime.spark.session import spark_session
+    from streamtable.runtime.spark.process.session import spark_session
 
     config = {
         "bootstrap.servers": args.bootstrap,

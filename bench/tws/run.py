@@ -68,7 +68,7 @@ def dataset(args: argparse.Namespace) -> tuple[list[str], list[tuple[int, int]],
 
 
 def spark_session(args: argparse.Namespace) -> Any:
-    from streamtable.runtime.spark.session import spark_session as make
+    from streamtable.runtime.spark.process.session import spark_session as make
 
     conf = {
         "spark.sql.streaming.stateStore.providerClass":

@@ -1,8 +1,8 @@
 """Log lines with time, level and logger name, on the console and in an application's log file.
 
 ``streamtable run`` logs to the console and to ``<state.dir>/<application.id>/streamtable.log``;
-Spark's own messages (the JVM's, see ``runtime/spark/log4j2.properties``) go to that file too,
-and to the console only with ``-v`` (one line per error otherwise).
+Spark's own messages (the JVM's, see ``runtime/spark/process/log4j2.properties``) go to that
+file too, and to the console only with ``-v`` (one line per error otherwise).
 
 >>> configure_logging(verbose=False)                                 # doctest: +SKIP
 >>> log_to_file(Path(".streamtable/word-count/streamtable.log"))     # doctest: +SKIP

@@ -136,7 +136,7 @@ def describe(cmd: str) -> str:
         return "worker"
     if "CoarseGrainedExecutorBackend" in cmd:
         return "executor"
-    if "pyspark.daemon" in cmd or "streamtable.runtime.spark.daemon" in cmd:
+    if "pyspark.daemon" in cmd or "streamtable.runtime.spark.process.daemon" in cmd:
         return "python-daemon"  # PySpark's daemon or streamtable's, and the workers it forks
     if "pyspark.worker" in cmd or "python" in cmd:
         return "python"
@@ -676,7 +676,7 @@ def cluster_spark_session(cluster: SparkCluster, s3: S3Server | None = None,
     """The SparkSession streamtable creates (``spark_session``: executors' PYTHONPATH is the
     driver's import path), on ``cluster`` with :func:`cluster_conf` plus ``conf``; stopped at
     exit. It waits until the executors registered (``cluster.timings["executors_s"]``)."""
-    from streamtable.runtime.spark.session import spark_session
+    from streamtable.runtime.spark.process.session import spark_session
 
     settings: dict[str, Any] = {**cluster_conf(cluster, s3, executors), **(conf or {})}
     t0 = time.monotonic()

@@ -25,7 +25,7 @@ from streamtable.logs import LOG_FILE_NAME
 
 pytestmark = pytest.mark.spark
 
-DAEMON = b"streamtable.runtime.spark.daemon"
+DAEMON = b"streamtable.runtime.spark.process.daemon"
 CRASH = "Python worker exited unexpectedly"
 
 

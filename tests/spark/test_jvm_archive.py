@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from streamtable.runtime.spark import jvm_archive
+from streamtable.runtime.spark.process import jvm_archive
 
 
 def test_no_option_without_an_archive_or_when_disabled(tmp_path, monkeypatch):
@@ -44,7 +44,7 @@ def test_a_session_maps_the_archive_the_training_run_made(tmp_path):
     # -Xshare:on: a JVM that cannot map the archive refuses to start instead of going on
     # without it, so a job that runs proves the driver used it
     script = (
-        "from streamtable.runtime.spark.session import spark_session\n"
+        "from streamtable.runtime.spark.process.session import spark_session\n"
         "s = spark_session('local[1]', 'archive-check')\n"
         "args = s.sparkContext._jvm.java.lang.management.ManagementFactory"
         ".getRuntimeMXBean().getInputArguments()\n"

@@ -10,7 +10,7 @@ import weakref
 
 import pytest
 
-from streamtable.runtime.spark.daemon import YoungGenerationGc
+from streamtable.runtime.spark.process.daemon import YoungGenerationGc
 
 
 class _Node:

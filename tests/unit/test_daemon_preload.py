@@ -14,7 +14,7 @@ NEEDED = ("streamtable.runtime.spark.stage", "streamtable.runtime.spark.kafka_so
 
 def test_the_daemon_preloads_the_stage_code_and_streamtable_s_public_names() -> None:
     code = ("import sys; before = set(sys.modules); "
-            "from streamtable.runtime.spark.daemon import preload; preload(); "
+            "from streamtable.runtime.spark.process.daemon import preload; preload(); "
             f"print(sorted(m for m in {NEEDED!r} if m not in before and m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout

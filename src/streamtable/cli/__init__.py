@@ -315,14 +315,15 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_jvm_archive(args: argparse.Namespace) -> int:
-    from streamtable.runtime.spark import jvm_archive
+    from streamtable.runtime.spark.process.jvm_archive import archive_path
+    from streamtable.runtime.spark.process.jvm_training import build
 
-    path = jvm_archive.archive_path()
+    path = archive_path()
     if args.if_missing and path is not None and path.exists():
         print(path)
         return 0
     log.info("making the class archive of Spark's JVM (a training run of ~20 s)")
-    print(jvm_archive.build(path))
+    print(build(path))
     return 0
 
 

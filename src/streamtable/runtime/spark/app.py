@@ -51,6 +51,7 @@ from streamtable.runtime.spark import dataflow, shipping
 from streamtable.runtime.spark.offsets import batch_ranges
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan, plan_query, routing_labels
+from streamtable.runtime.spark.process.startup import fast_checkpoint_files, warm_up_python_workers
 from streamtable.runtime.spark.progress import (
     _APPS,
     CountsParam,
@@ -64,7 +65,6 @@ from streamtable.runtime.spark.stage import (
     batch_context,
     batch_context_key,
 )
-from streamtable.runtime.spark.startup import fast_checkpoint_files, warm_up_python_workers
 from streamtable.serving import configured_serving_store
 from streamtable.serving.metrics import AppMetrics
 from streamtable.state.persistence import FileTaskStatePersistence
@@ -205,7 +205,7 @@ class StreamsApp:
             from pyspark import SparkContext
 
             from streamtable.logs import LOG_FILE_NAME
-            from streamtable.runtime.spark.session import spark_session
+            from streamtable.runtime.spark.process.session import spark_session
 
             # a JVM started here logs to the application's directory; a running one logs
             # where it was told to already

@@ -1,4 +1,7 @@
-"""The SparkSession streamtable runs on."""
+"""The SparkSession streamtable runs on: its settings, the driver JVM's options (the quick
+compiler, the collector, the class archive of ``jvm_archive.py``, logging to the application's
+file with ``log4j2.properties``), and the Python workers' import path (``worker_site/``) and
+daemon (``daemon.py``)."""
 
 from __future__ import annotations
 
@@ -9,11 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from streamtable.runtime.spark import jvm_archive
+import streamtable
+from streamtable.runtime.spark.process import jvm_archive
 
 log = logging.getLogger(__name__)
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+# the directory streamtable is imported from, for the workers to import it from too
+_PACKAGE_ROOT = str(Path(streamtable.__file__).resolve().parents[1])
 # a sitecustomize for Spark's Python processes: pyspark from the installed package (see there)
 _WORKER_SITE = str(Path(__file__).resolve().parent / "worker_site")
 
@@ -87,7 +92,7 @@ def spark_session(master: str | None = None, app_name: str = "streamtable",
         .config("spark.sql.execution.arrow.maxBytesPerBatch", "2147483647")
         .config("spark.python.worker.reuse", "true")
         # workers fork from a daemon that has imported streamtable's stage code already
-        .config("spark.python.daemon.module", "streamtable.runtime.spark.daemon")
+        .config("spark.python.daemon.module", "streamtable.runtime.spark.process.daemon")
         # starting a Python task costs about half as much over a Unix domain socket
         .config("spark.python.unix.domain.socket.enabled", "true")
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])

@@ -24,7 +24,7 @@ PRELOAD = (
     "streamtable.kafka.sink",
     "streamtable.state.persistence",
     "streamtable.runtime.spark.progress",
-    "streamtable.runtime.spark.startup",
+    "streamtable.runtime.spark.process.startup",
 )
 
 

@@ -1,28 +1,16 @@
-"""A class-data archive of Spark's JVM (Java's AppCDS): the classes a streamtable query loads,
-parsed and verified once, then mapped by every later JVM instead of loaded from the jars.
+"""The training run that makes the class archive of Spark's JVM (see ``jvm_archive.py``): a fresh
+Python process and JVM run the paths a query takes (Python tasks, a shuffle, a streaming query
+with a Python source and ``foreachBatch``, then a real application on the development broker),
+and the JVM writes the classes it loaded when it exits.
 
-A cold Spark JVM spends most of its first seconds loading and verifying some 15,000 classes.
-With the archive, measured on a 2-core machine: a session starts in ~3.1 s instead of ~5.5 s,
-and its first jobs take ~2.4 s instead of ~4.1 s. Nothing else changes: a JVM that finds the
-archive missing, or made for another Java or Spark, loads its classes from the jars as before.
-
-The archive is one file per (Java, Spark) pair under ``$STREAMTABLE_CACHE_DIR`` (default
-``~/.cache/streamtable``). ``streamtable jvm-archive`` (and ``make install``) makes it: a fresh
-JVM runs a small training run of the paths a query takes (Python tasks, a shuffle, a streaming
-query with a Python source and ``foreachBatch``, then a real application on the development
-broker) and writes the classes it loaded when it exits.
-
->>> option = java_option()   # '' until the archive exists
->>> option == '' or option.startswith('-XX:SharedArchiveFile=')
-True
+``streamtable jvm-archive`` (and ``make install``) calls :func:`build`; the run itself is
+``python -m streamtable.runtime.spark.process.jvm_training <archive>``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,60 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from streamtable.errors import StreamsError
+from streamtable.runtime.spark.process.jvm_archive import DISABLE_ENV, archive_path
 
 log = logging.getLogger(__name__)
 
-DISABLE_ENV = "STREAMTABLE_JVM_ARCHIVE"  # "0": never use the archive
-CACHE_ENV = "STREAMTABLE_CACHE_DIR"
-# a JVM that cannot use the archive says so on stderr: it runs as without one, quietly
-_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 # what the training run prints when all its steps ran (a JVM that exits writes an archive of
 # what it loaded, even when a step failed early)
 TRAINED = "streamtable: training run complete"
-
-
-def _java() -> Path | None:
-    home = os.environ.get("JAVA_HOME")
-    found = Path(home) / "bin" / "java" if home else None
-    if found is None or not found.exists():
-        which = shutil.which("java")
-        found = Path(which) if which else None
-    return found.resolve() if found is not None else None
-
-
-def _fingerprint(path: Path) -> str:
-    st = path.stat()
-    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def archive_path() -> Path | None:
-    """Where the archive for this Java and this Spark is (None without a Java)."""
-    java = _java()
-    if java is None:
-        return None
-    import pyspark
-
-    jars = Path(pyspark.__file__).parent / "jars"
-    parts = [_fingerprint(java), pyspark.__version__]
-    base = java.parent.parent / "lib" / "server" / "classes.jsa"
-    if base.exists():  # the JDK's own archive, which a dynamic archive extends
-        parts.append(_fingerprint(base))
-    if jars.is_dir():
-        parts += sorted(p.name for p in jars.iterdir())
-    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "streamtable")
-    return cache / f"spark-classes-{pyspark.__version__}-{key}.jsa"
-
-
-def java_option() -> str:
-    """The driver's JVM option that maps the archive, or '' when there is none (or
-    ``STREAMTABLE_JVM_ARCHIVE=0``)."""
-    if os.environ.get(DISABLE_ENV, "1") == "0":
-        return ""
-    path = archive_path()
-    if path is None or not path.exists():
-        return ""
-    return f"-XX:SharedArchiveFile={path} {_QUIET}"
 
 
 def build(path: Path | None = None, timeout_s: float = 600.0) -> Path:
@@ -115,7 +56,7 @@ def build(path: Path | None = None, timeout_s: float = 600.0) -> Path:
     return path
 
 
-# -- the training run (``python -m streamtable.runtime.spark.jvm_archive <archive>``) ----------
+# -- the training run (``python -m streamtable.runtime.spark.process.jvm_training <archive>``)
 def _train_task(batches: Iterator[Any]) -> Iterator[Any]:
     yield from batches
 
@@ -163,8 +104,8 @@ def _train_application(spark: Any) -> None:
 def _train(archive: str) -> None:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-    from streamtable.runtime.spark.session import spark_session
-    from streamtable.runtime.spark.startup import fast_checkpoint_files
+    from streamtable.runtime.spark.process.session import spark_session
+    from streamtable.runtime.spark.process.startup import fast_checkpoint_files
 
     class TrainingReader(DataSourceStreamReader):
         def initialOffset(self) -> dict[str, int]:

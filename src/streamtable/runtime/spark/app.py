@@ -53,10 +53,10 @@ from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan, plan_query, routing_labels
 from streamtable.runtime.spark.process.startup import fast_checkpoint_files, warm_up_python_workers
 from streamtable.runtime.spark.progress import (
-    _APPS,
     CountsParam,
-    ensure_progress_listener,
-    remove_progress_listener,
+    listen_to_progress,
+    partition_lag,
+    stop_listening,
 )
 from streamtable.runtime.spark.stage import (
     KIND_EXTERNAL,
@@ -405,23 +405,11 @@ class StreamsApp:
         return {name: len(self.serving.view(name)) for name, spec in
                 sorted(self.topology.stores.items()) if spec.queryable}
 
-    def _on_progress(self, progress: Any) -> None:
-        """Spark's report of a finished batch: the lag per partition, from the source's latest
-        offsets and the batch's end offsets."""
-        import json
-
-        lag: dict[tuple[str, int], int] = {}
-        for source in progress.sources or ():
-            try:
-                latest = json.loads(source.latestOffset or "null") or {}
-                end = json.loads(source.endOffset or "null") or {}
-            except (TypeError, ValueError):
-                continue
-            for topic, partitions in latest.items():
-                for partition, offset in partitions.items():
-                    done = end.get(topic, {}).get(partition, 0)
-                    lag[(topic, int(partition))] = max(0, int(offset) - int(done))
-        self.metrics.record_lag(lag)
+    def _on_progress(self, progress: Any) -> int | None:
+        """Spark's report of a finished batch (the query's progress callback): the lag per
+        partition into the metrics; returns the total, for the report's log line."""
+        self.metrics.record_lag(partition_lag(progress))
+        return self.metrics.total_lag
 
     def _distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves (see
@@ -517,8 +505,7 @@ class StreamsApp:
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{interval} milliseconds")
         fast_checkpoint_files(spark)
-        ensure_progress_listener(spark)
-        _APPS[self.application_id] = self
+        listen_to_progress(spark, self.application_id, self._on_progress)
         check_shared_location(spark, self.shared_location)
         self._source_by_partition = True
         self._failure = None
@@ -563,12 +550,8 @@ class StreamsApp:
             self._query.stop()
             self._failure = self._query.exception()
             self._query = None
-            if _APPS.get(self.application_id) is self:
-                del _APPS[self.application_id]
-            if self._spark is not None and not self._spark.streams.active:
-                # no query left to report on: a Python listener still registered when the
-                # JVM shuts down would be called after Python's side is gone
-                remove_progress_listener(self._spark)
+            if self._spark is not None:
+                stop_listening(self._spark, self.application_id, self._on_progress)
 
     def store(self, name: str) -> QueryableStore:
         """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``; a window

@@ -1,27 +1,34 @@
-"""Spark's progress reports of the running applications: a log line per micro-batch (records,
-rate, lag) and the lag each application's metrics keep; the accumulator of the tasks' counts."""
+"""Spark's progress reports of the running queries: a log line per micro-batch (records, rate,
+lag), and each report handed to the callback of whoever started the query (the application
+keeps the lag in its metrics); the accumulator of the tasks' counts.
+
+>>> listen_to_progress(spark, "word-count", app_callback)       # doctest: +SKIP
+>>> stop_listening(spark, "word-count", app_callback)           # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
+from pyspark.sql.streaming import StreamingQueryListener
 
 from streamtable.kafka.ranges import offset_ranges
-
-if TYPE_CHECKING:
-    from streamtable.runtime.spark.app import StreamsApp
 
 log = logging.getLogger("streamtable.app")
 # a line per micro-batch (records, rate, lag); `streamtable run` on a terminal shows one
 # updating line instead
 progress_log = logging.getLogger("streamtable.progress")
 
-_LISTENERS: dict[int, Any] = {}
-# the running applications by query name, for the progress listener
-_APPS: dict[str, StreamsApp] = {}
+#: Called with each progress report of a query (PySpark's ``StreamingQueryProgress``); returns
+#: the records the query is behind, for the report's log line (None: not known).
+ProgressCallback = Callable[[Any], int | None]
+
+# the listener of each SparkSession (by id) that has one
+_LISTENERS: dict[int, ProgressListener] = {}
 
 
 class CountsParam(AccumulatorParam):
@@ -54,6 +61,32 @@ def _offsets_of(text: Any) -> dict[str, dict[str, int]]:
     return offsets if isinstance(offsets, dict) else {}
 
 
+def partition_lag(progress: Any) -> dict[tuple[str, int], int]:
+    """Records behind per (topic, partition) after a micro-batch: its sources' latest offsets
+    less the batch's end offsets.
+
+    >>> from types import SimpleNamespace
+    >>> source = SimpleNamespace(latestOffset='{"t": {"0": 10, "1": 4}}',
+    ...                          endOffset='{"t": {"0": 7}}')
+    >>> partition_lag(SimpleNamespace(sources=[source]))
+    {('t', 0): 3, ('t', 1): 4}
+    """
+    import json
+
+    lag: dict[tuple[str, int], int] = {}
+    for source in progress.sources or ():
+        try:
+            latest = json.loads(source.latestOffset or "null") or {}
+            end = json.loads(source.endOffset or "null") or {}
+        except (TypeError, ValueError):
+            continue
+        for topic, partitions in latest.items():
+            for partition, offset in partitions.items():
+                done = end.get(topic, {}).get(partition, 0)
+                lag[(topic, int(partition))] = max(0, int(offset) - int(done))
+    return lag
+
+
 def json_progress_events(listener: Any) -> Any:
     """The JVM's callback for ``listener`` (a PySpark ``StreamingQueryListener``), which reads
     each progress report from its JSON: one call into the JVM per report. PySpark's own callback
@@ -73,7 +106,76 @@ def json_progress_events(listener: Any) -> Any:
     return JsonEvents(listener)
 
 
-def remove_progress_listener(spark: Any) -> None:
+class ProgressListener(StreamingQueryListener):
+    """Logs one line per micro-batch (records in, time taken, rate, lag) and hands each report
+    to the callback registered for its query's name (see :func:`listen_to_progress`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.callbacks: dict[str, ProgressCallback] = {}
+
+    @property
+    def _jlistener(self) -> Any:
+        # PySpark hands the JVM a callback that converts each event from its Java object
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            jvm: Any = SparkContext._jvm
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(
+                json_progress_events(self))
+        return self._jlistenerobj
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        p = event.progress
+        callback = self.callbacks.get(p.name)
+        lag = callback(p) if callback is not None else None
+        rows = records_in(p)
+        if rows == 0:
+            return
+        ms = p.batchDuration or 1
+        progress_log.info("%s batch %d: %d records in %.2f s (%.0f records/s)%s",
+                          p.name, p.batchId, rows, ms / 1000, rows * 1000 / ms,
+                          "" if lag is None else f", {lag} behind")
+        progress_log.debug("%s batch %d: durations (ms) %s", p.name, p.batchId,
+                           dict(p.durationMs))
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if event.exception:
+            # StreamsApp.raise_if_failed (the CLI, the query server) reports it in full
+            log.debug("query %s failed: %s", event.id, event.exception)
+
+
+def listen_to_progress(spark: Any, query_name: str, callback: ProgressCallback) -> None:
+    """Hand the progress reports of query ``query_name`` to ``callback``, and log a line per
+    micro-batch of every query of ``spark`` (one listener per session, added on first use)."""
+    listener = _LISTENERS.get(id(spark))
+    if listener is None:
+        listener = ProgressListener()
+        spark.streams.addListener(listener)
+        _LISTENERS[id(spark)] = listener
+    listener.callbacks[query_name] = callback
+
+
+def stop_listening(spark: Any, query_name: str, callback: ProgressCallback) -> None:
+    """Stop handing ``query_name``'s reports to ``callback`` (unless another callback has taken
+    its place), then remove the session's listener if no query of it is active."""
+    listener = _LISTENERS.get(id(spark))
+    # == rather than is: a bound method is a new object at each access
+    if listener is not None and listener.callbacks.get(query_name) == callback:
+        del listener.callbacks[query_name]
+    if not spark.streams.active:
+        # no query left to report on: a Python listener still registered when the JVM shuts
+        # down would be called after Python's side is gone
+        _remove_listener(spark)
+
+
+def _remove_listener(spark: Any) -> None:
     listener = _LISTENERS.pop(id(spark), None)
     if listener is not None:
         try:  # let the events already posted reach it first
@@ -81,55 +183,3 @@ def remove_progress_listener(spark: Any) -> None:
         except Exception as e:
             log.debug("listener bus not drained: %s", e)
         spark.streams.removeListener(listener)
-
-
-def ensure_progress_listener(spark: Any) -> None:
-    """One log line per micro-batch (records in, time taken, rate, lag); the lag goes to the
-    application's metrics too."""
-    if id(spark) in _LISTENERS:
-        return
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class _Progress(StreamingQueryListener):
-        @property
-        def _jlistener(self) -> Any:
-            # PySpark hands the JVM a callback that converts each event from its Java object
-            if not hasattr(self, "_jlistenerobj"):
-                from pyspark import SparkContext
-
-                jvm: Any = SparkContext._jvm
-                self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(
-                    json_progress_events(self))
-            return self._jlistenerobj
-
-        def onQueryStarted(self, event: Any) -> None:
-            pass
-
-        def onQueryProgress(self, event: Any) -> None:
-            p = event.progress
-            app = _APPS.get(p.name)
-            lag = None
-            if app is not None:
-                app._on_progress(p)
-                lag = app.metrics.total_lag
-            rows = records_in(p)
-            if rows == 0:
-                return
-            ms = p.batchDuration or 1
-            progress_log.info("%s batch %d: %d records in %.2f s (%.0f records/s)%s",
-                              p.name, p.batchId, rows, ms / 1000, rows * 1000 / ms,
-                              "" if lag is None else f", {lag} behind")
-            progress_log.debug("%s batch %d: durations (ms) %s", p.name, p.batchId,
-                               dict(p.durationMs))
-
-        def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
-            if event.exception:
-                # StreamsApp.raise_if_failed (the CLI, the query server) reports it in full
-                log.debug("query %s failed: %s", event.id, event.exception)
-
-    listener = _Progress()
-    spark.streams.addListener(listener)
-    _LISTENERS[id(spark)] = listener

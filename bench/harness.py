@@ -72,11 +72,14 @@ def group_progress(bootstrap: str, group: str, topic: str) -> int | None:
         return None
 
 
-def load_topic(bootstrap: str, topic: str, records: list[Record], partitions: int = 2) -> float:
+def load_topic(bootstrap: str, topic: str, records: list[Record], partitions: int = 2, *,
+               timestamps: Sequence[int] | None = None,
+               placement: Sequence[int] | None = None) -> float:
     """Produce ``records`` (keyed ones by murmur2 like the Java client, records without a key
     round-robin: the producer's sticky partitioner would put runs of ~15k lines on one
     partition, and W1's split between the partitions, 58/42 in one run, changed from run to
-    run); returns seconds."""
+    run); returns seconds. ``timestamps`` gives each record its timestamp (default: the
+    producer's clock), ``placement`` its partition (default: as above)."""
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "partitioner": "murmur2_random",
@@ -89,12 +92,17 @@ def load_topic(bootstrap: str, topic: str, records: list[Record], partitions: in
     t0 = time.time()
     produce = producer.produce
     for i, (k, v) in enumerate(records):
+        extra: dict[str, int] = {}
+        if timestamps is not None:
+            extra["timestamp"] = timestamps[i]
+        if placement is not None:
+            extra["partition"] = placement[i]
         while True:
             try:
-                if k is None:
-                    produce(topic, value=v, partition=i % partitions)
+                if k is None and placement is None:
+                    produce(topic, value=v, partition=i % partitions, **extra)
                 else:
-                    produce(topic, key=k, value=v)
+                    produce(topic, key=k, value=v, **extra)
                 break
             except BufferError:
                 producer.poll(0.05)

@@ -53,8 +53,8 @@ def main() -> int:
     stop = stop_event_on_signals()
     status = Status(args.status)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from streamtable.cli import load_app
     from streamtable import StreamsApp
+    from streamtable.cli import load_app
     from streamtable.runtime.spark.process.session import spark_session
 
     config = {

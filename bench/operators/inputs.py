@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any, NamedTuple
 
-from streamtable.kafka.partitioner import default_partition
+from streamtable.partitioner import default_partition
 
 PARTITIONS = 2
 JITTER_MS = 500

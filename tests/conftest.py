@@ -112,7 +112,7 @@ def produce(bootstrap: str) -> Callable[..., None]:
 @pytest.fixture
 def read_topic(bootstrap: str) -> Callable[..., dict[int, list[Any]]]:
     """Every record of a topic, per partition, in offset order (reads to the end of the log)."""
-    from tests.spark.kafka_util import read_partitions
+    from tests.runtime.spark.kafka_util import read_partitions
 
     def read(topic: str, partitions: int | None = None,
              timeout: float = 30.0) -> dict[int, list[Any]]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from tests.cluster.cluster import S3Server, SparkCluster, cluster_spark_session, wait_until
-from tests.spark.kafka_util import new_topics, produce, read_partitions
+from tests.runtime.spark.kafka_util import new_topics, produce, read_partitions
 
 from streamtable import TopologyTestDriver
 from streamtable.runtime.spark import StreamsApp

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.spark.harness import last_per_key, per_key
-from tests.spark.topologies import random_case, random_input
+from tests.runtime.spark.harness import last_per_key, per_key
+from tests.runtime.spark.topologies import random_case, random_input
 
 from streamtable import StreamsBuilder, TimeWindows, TopologyTestDriver
 from streamtable.config import StreamsConfig

@@ -8,9 +8,9 @@ import signal
 import time
 
 import pytest
-from tests.spark.kafka_util import new_topics, produce
-from tests.spark.test_kafka_end_to_end import expected_counts
-from tests.spark.word_count_cli import CliRun, assert_exact_output, served_counts, write_app
+from tests.runtime.spark.kafka_util import new_topics, produce
+from tests.runtime.spark.test_kafka_end_to_end import expected_counts
+from tests.runtime.spark.word_count_cli import CliRun, assert_exact_output, served_counts, write_app
 
 from streamtable.kafka.broker import EmbeddedBroker
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from tests.spark.test_kill_and_restart import kill_rounds
+from tests.runtime.spark.test_kill_and_restart import kill_rounds
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ import random
 
 import pytest
 from confluent_kafka import Producer
-from tests.spark.kafka_util import new_topics, read_all
+from tests.runtime.spark.kafka_util import new_topics, read_all
 
 from streamtable import StreamsBuilder, TopologyTestDriver
 

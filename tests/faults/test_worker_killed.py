@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.spark.kafka_util import new_topics, produce
-from tests.spark.test_kafka_end_to_end import expected_counts
-from tests.spark.test_kill_and_restart import WORDS
-from tests.spark.word_count_cli import (
+from tests.runtime.spark.kafka_util import new_topics, produce
+from tests.runtime.spark.test_kafka_end_to_end import expected_counts
+from tests.runtime.spark.test_kill_and_restart import WORDS
+from tests.runtime.spark.word_count_cli import (
     APP_ID,
     CliRun,
     assert_exact_output,

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.spark.kafka_util import read_all
+from tests.runtime.spark.kafka_util import read_all
 
 from streamtable.cli import load_app, main
 from streamtable.kafka.admin import list_topic_names

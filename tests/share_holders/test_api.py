@@ -13,7 +13,7 @@ from examples.share_holders import service
 from examples.share_holders.api import create_api
 from examples.share_holders.producer import ShareHoldersProducer
 from fastapi.testclient import TestClient
-from tests.spark.kafka_util import read_partitions as read_topic_partitions
+from tests.runtime.spark.kafka_util import read_partitions as read_topic_partitions
 
 from streamtable import TopologyTestDriver
 from streamtable.kafka.admin import ensure_topics

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_example_notifies_closed_users_and_counts_final_windows():

@@ -10,8 +10,8 @@ import time
 
 import pytest
 from pyspark import cloudpickle
-from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
-from tests.spark.kafka_util import new_topics, produce, read_all
+from tests.runtime.spark.harness import SOURCE_SCHEMA, MemoryOutput
+from tests.runtime.spark.kafka_util import new_topics, produce, read_all
 
 from streamtable import Processor, PunctuationType, Record, Stores, StreamsBuilder
 from streamtable import TopologyTestDriver as Driver

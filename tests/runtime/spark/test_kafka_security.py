@@ -7,8 +7,8 @@ import logging
 import time
 
 import pytest
-from tests.spark.harness import SOURCE_SCHEMA, source_rows
-from tests.spark.kafka_util import new_topics, produce
+from tests.runtime.spark.harness import SOURCE_SCHEMA, source_rows
+from tests.runtime.spark.kafka_util import new_topics, produce
 
 from streamtable import StreamsBuilder
 from streamtable.cli import load_app

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.spark.test_kafka_end_to_end import output_counts
+from tests.runtime.spark.test_kafka_end_to_end import output_counts
 
 from streamtable.serving import SqliteServingStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 APP_ID = "killed"
 
 

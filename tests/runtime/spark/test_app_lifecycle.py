@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.spark.kafka_util import new_topics, produce
+from tests.runtime.spark.kafka_util import new_topics, produce
 
 from streamtable.cli import load_app
 from streamtable.runtime.spark.app import ApplicationFailedError, StreamsApp

@@ -10,7 +10,7 @@ from streamtable.cli import main
 from streamtable.config import ConfigError, StreamsConfig
 from streamtable.testing import TopologyTestDriver
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_misspelt_setting_names_the_one_meant() -> None:

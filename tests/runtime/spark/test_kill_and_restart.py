@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.spark.kafka_util import new_topics, produce
-from tests.spark.test_kafka_end_to_end import expected_counts, output_counts
-from tests.spark.word_count_cli import APP_ID, CliRun, run_cli, served_counts, write_app
+from tests.runtime.spark.kafka_util import new_topics, produce
+from tests.runtime.spark.test_kafka_end_to_end import expected_counts, output_counts
+from tests.runtime.spark.word_count_cli import APP_ID, CliRun, run_cli, served_counts, write_app
 
 pytestmark = pytest.mark.spark
 

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.spark.kafka_util import new_topics, produce
+from tests.runtime.spark.kafka_util import new_topics, produce
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _app_file(tmp_path: Path, src: str, out: str, serdes: str) -> Path:

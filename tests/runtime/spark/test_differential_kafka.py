@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.spark.harness import last_per_key, run_driver
-from tests.spark.kafka_util import new_topics, produce, read_all
-from tests.spark.topologies import random_case, random_input
+from tests.runtime.spark.harness import last_per_key, run_driver
+from tests.runtime.spark.kafka_util import new_topics, produce, read_all
+from tests.runtime.spark.topologies import random_case, random_input
 
 from streamtable.runtime.spark import StreamsApp
 from streamtable.serde import JSON

@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.spark.harness import last_per_key, per_key, run_driver, run_spark
-from tests.spark.topologies import random_case, random_input
+from tests.runtime.spark.harness import last_per_key, per_key, run_driver, run_spark
+from tests.runtime.spark.topologies import random_case, random_input
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +65,7 @@ def test_random_topology_matches_driver(spark, tmp_path, seed, kind):
 def test_replayed_batches_change_nothing(spark, tmp_path, seed, windowed):
     """Spark replays an unfinished batch with the same input after a crash: replaying any batch
     (even one whose state was already committed) gives the same stores and outputs."""
-    from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput, source_rows
+    from tests.runtime.spark.harness import SOURCE_SCHEMA, MemoryOutput, source_rows
 
     from streamtable.runtime.spark import StreamsApp
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.spark.kafka_util import new_topics, produce
+from tests.runtime.spark.kafka_util import new_topics, produce
 
 from streamtable.cli import main
 from streamtable.runtime.spark.app import StreamsApp

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 import pytest
-from tests.spark.harness import (
+from tests.runtime.spark.harness import (
     SOURCE_SCHEMA,
     MemoryOutput,
     per_key,

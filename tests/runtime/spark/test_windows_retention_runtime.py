@@ -9,7 +9,7 @@ import json
 import random
 
 import pytest
-from tests.spark.kafka_util import new_topics, produce, read_all
+from tests.runtime.spark.kafka_util import new_topics, produce, read_all
 
 from streamtable import (
     BufferConfig,
@@ -114,8 +114,8 @@ def test_with_caching_and_rocksdb_each_batch_equals_the_driver_in_batch_mode(spa
     """With record caches (the last change per key per batch) the output depends on where
     batches end: batches cut where the driver's are give the same records, the windows found
     by key in RocksDB working copies included."""
-    from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
-    from tests.spark.test_fk_join_runtime import rows
+    from tests.runtime.spark.harness import SOURCE_SCHEMA, MemoryOutput
+    from tests.runtime.spark.test_fk_join_runtime import rows
 
     outputs = ("out-sliding", "out-final", "out-totals")
     topology = _topology("in", *outputs)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
-from tests.unit.test_fk_join import load_example
+from tests.processors.test_fk_join import load_example
+from tests.runtime.spark.harness import SOURCE_SCHEMA, MemoryOutput
 
 from streamtable import TopologyTestDriver
 from streamtable.runtime.spark import StreamsApp

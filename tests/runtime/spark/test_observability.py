@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from tests.spark.kafka_util import new_topics, produce, read_all
+from tests.runtime.spark.kafka_util import new_topics, produce, read_all
 
 from streamtable.cli import load_app
 from streamtable.kafka.broker import free_port

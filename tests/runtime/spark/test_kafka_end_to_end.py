@@ -6,7 +6,7 @@ import struct
 from collections import Counter
 
 import pytest
-from tests.spark.kafka_util import new_topics, produce, read_all
+from tests.runtime.spark.kafka_util import new_topics, produce, read_all
 
 from streamtable.cli import load_app
 

@@ -28,7 +28,7 @@ from streamtable.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
 
 

@@ -8,8 +8,8 @@ import random
 from collections import defaultdict
 
 import pytest
-from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
-from tests.spark.kafka_util import new_topics, produce, read_all
+from tests.runtime.spark.harness import SOURCE_SCHEMA, MemoryOutput
+from tests.runtime.spark.kafka_util import new_topics, produce, read_all
 
 from streamtable import JoinWindows, StreamsBuilder, TopologyTestDriver
 from streamtable.partitioner import default_partition

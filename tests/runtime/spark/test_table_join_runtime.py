@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput, last_per_key
-from tests.spark.test_fk_join_runtime import rows
+from tests.runtime.spark.harness import SOURCE_SCHEMA, MemoryOutput, last_per_key
+from tests.runtime.spark.test_fk_join_runtime import rows
 
 from streamtable import StreamsBuilder, TopologyTestDriver
 from streamtable.runtime.spark import StreamsApp

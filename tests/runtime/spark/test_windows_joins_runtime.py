@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.spark.harness import SOURCE_SCHEMA, MemoryOutput
-from tests.spark.test_fk_join_runtime import rows
+from tests.runtime.spark.harness import SOURCE_SCHEMA, MemoryOutput
+from tests.runtime.spark.test_fk_join_runtime import rows
 
 from streamtable import TopologyTestDriver
 from streamtable.cli import load_app
@@ -100,7 +100,7 @@ def test_session_windows_on_spark_equal_the_driver(spark, tmp_path):
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_suppressed_final_results_on_spark_equal_the_driver(spark, tmp_path, cache):
-    from tests.spark.harness import per_key
+    from tests.runtime.spark.harness import per_key
 
     from streamtable import StreamsBuilder, Suppressed, TimeWindows
 

@@ -15,7 +15,6 @@ start) share the window ``[0, time_difference]``, as in Kafka Streams.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,24 +52,13 @@ class SlidingWindows:
         return cls.of_time_difference_and_grace(time_difference_ms, 0)
 
 
-class SlidingWindowedAggregate(ExpiringWindows):
+class SlidingWindowedAggregate(ExpiringWindows[SlidingWindows]):
     """``aggregator(key, value, aggregate)`` per sliding window (see the module docstring)."""
 
-    def __init__(self, store_name: str, windows: SlidingWindows, initializer: Callable[[], Any],
-                 aggregator: Callable[[Any, Any, Any], Any],
-                 retention: int | None = None) -> None:
-        self.store_name = store_name
-        self.windows = windows
-        self.initializer = initializer
-        self.aggregator = aggregator
-        self.retention = retention
-
     def process(self, record: Record) -> None:
-        key, ts = record.key, record.timestamp
-        self.expire()
-        if key is None or record.value is None:
-            self.context.record_dropped(self.name, "null key or value in a windowed aggregation")
+        if not self.admit(record):
             return
+        ts = record.timestamp
         diff = self.windows.time_difference
         close_time = self.context.stream_time - self.windows.grace
         if ts + diff < close_time:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from streamtable.processors.api import ProcessorContext, Record
 from streamtable.processors.table import StoringProcessor
@@ -21,9 +21,12 @@ from streamtable.state.windowed import Windowed
 __all__ = ["ExpiringWindows", "SessionWindowedAggregate", "SessionWindows", "TimeWindows",
            "WindowedAggregate", "Windowed"]
 
+W = TypeVar("W")
 
-class ExpiringWindows(StoringProcessor):
-    """A windowed aggregation whose store keeps windows for ``retention`` ms (Kafka Streams'
+
+class ExpiringWindows(StoringProcessor, Generic[W]):
+    """A windowed aggregation: ``aggregator(key, value, aggregate)`` from ``initializer()`` per
+    window of ``windows``, in a store that keeps windows for ``retention`` ms (Kafka Streams'
     window and session stores' retention period).
 
     A window expires once stream time is ``retention`` past its start (a session: past its
@@ -33,9 +36,19 @@ class ExpiringWindows(StoringProcessor):
     ``None`` for a store that keeps its windows forever.
     """
 
-    retention: int | None = None
     # a session store's windows expire by their end, a window store's by their start
     expire_by_end = False
+    # what a record with a null key or value is counted as when dropped
+    null_reason = "null key or value in a windowed aggregation"
+
+    def __init__(self, store_name: str, windows: W, initializer: Callable[[], Any],
+                 aggregator: Callable[[Any, Any, Any], Any],
+                 retention: int | None = None) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.retention = retention
 
     def init(self, context: ProcessorContext) -> None:
         super().init(context)
@@ -55,16 +68,22 @@ class ExpiringWindows(StoringProcessor):
                            (wkey.end if self.expire_by_end else wkey.start, self._seq, wkey))
             self._seq += 1
 
-    def expire(self) -> None:
-        """Delete the windows that stream time has left ``retention`` behind."""
-        if self.retention is None:
-            return
-        limit = self.context.stream_time - self.retention
-        heap = self._expiry
-        while heap and heap[0][0] <= limit:
-            wkey = heapq.heappop(heap)[2]
-            if self.store.get(wkey) is not None:
-                self.store.delete(wkey)
+    def admit(self, record: Record) -> bool:
+        """Start a record: delete the windows that stream time has left ``retention`` behind,
+        then whether the record takes part (one with a null key or value is dropped and
+        counted)."""
+        # one method for both steps: a record pays one call before its windows
+        if self.retention is not None:
+            limit = self.context.stream_time - self.retention
+            heap = self._expiry
+            while heap and heap[0][0] <= limit:
+                wkey = heapq.heappop(heap)[2]
+                if self.store.get(wkey) is not None:
+                    self.store.delete(wkey)
+        if record.key is None or record.value is None:
+            self.context.record_dropped(self.name, self.null_reason)
+            return False
+        return True
 
     def emit(self, key: Any, new: Any, old: Any, record: Record) -> None:
         if old is None and new is not None:
@@ -111,24 +130,13 @@ class TimeWindows:
         return out
 
 
-class WindowedAggregate(ExpiringWindows):
+class WindowedAggregate(ExpiringWindows[TimeWindows]):
     """``aggregator(key, value, aggregate)`` per open window of the record's timestamp."""
 
-    def __init__(self, store_name: str, windows: TimeWindows, initializer: Callable[[], Any],
-                 aggregator: Callable[[Any, Any, Any], Any],
-                 retention: int | None = None) -> None:
-        self.store_name = store_name
-        self.windows = windows
-        self.initializer = initializer
-        self.aggregator = aggregator
-        self.retention = retention
-
     def process(self, record: Record) -> None:
-        key = record.key
-        self.expire()
-        if key is None or record.value is None:
-            self.context.record_dropped(self.name, "null key or value in a windowed aggregation")
+        if not self.admit(record):
             return
+        key = record.key
         close_time = self.context.stream_time - self.windows.grace
         for start, end in self.windows.windows_for(record.timestamp):
             if end <= close_time:
@@ -173,7 +181,7 @@ class SessionWindows:
         return SessionWindows(self.gap, grace_ms)
 
 
-class SessionWindowedAggregate(ExpiringWindows):
+class SessionWindowedAggregate(ExpiringWindows[SessionWindows]):
     """Aggregation per session (Kafka Streams' ``KStreamSessionWindowAggregate``).
 
     A record finds the sessions of its key it falls into or next to (within the gap), merges
@@ -186,23 +194,18 @@ class SessionWindowedAggregate(ExpiringWindows):
     """
 
     expire_by_end = True
+    null_reason = "null key or value in a session aggregation"
 
     def __init__(self, store_name: str, windows: SessionWindows, initializer: Callable[[], Any],
                  aggregator: Callable[[Any, Any, Any], Any],
                  merger: Callable[[Any, Any, Any], Any], retention: int | None = None) -> None:
-        self.store_name = store_name
-        self.retention = retention
-        self.windows = windows
-        self.initializer = initializer
-        self.aggregator = aggregator
+        super().__init__(store_name, windows, initializer, aggregator, retention)
         self.merger = merger
 
     def process(self, record: Record) -> None:
-        key, ts = record.key, record.timestamp
-        self.expire()
-        if key is None or record.value is None:
-            self.context.record_dropped(self.name, "null key or value in a session aggregation")
+        if not self.admit(record):
             return
+        key, ts = record.key, record.timestamp
         gap = self.windows.gap
         close_time = self.context.stream_time - self.windows.grace - gap
         start, end = ts, ts

@@ -1,5 +1,6 @@
-"""Joins: a stream record looks up a table's current row for its key (stream-table); a change
-of either table of a primary-key table-table join looks up the other table's row."""
+"""Joins: a stream record looks up a table's current row for its key (stream-table; with a global
+table, for the key it selects); a change of either table of a primary-key table-table join looks
+up the other table's row."""
 
 from __future__ import annotations
 
@@ -32,6 +33,35 @@ class StreamTableJoin(Processor):
             return
         table_value = None if stored is None else stored[0]
         self.forward(record.with_value(self.joiner(record.value, table_value)))
+
+
+class StreamGlobalTableJoin(StreamTableJoin):
+    """Kafka Streams' ``KStreamGlobalKTableJoin``: a stream-table join with a global table,
+    whose row for a record is the one ``key_selector(key, value)`` names; ``joiner(value,
+    row)`` is the result, at the stream record's timestamp and with its key. A record needs a
+    value, not a key. An inner join skips records without a row (and records whose selected
+    key is ``None``); a left join joins them with ``None``."""
+
+    def __init__(self, store_name: str, key_selector: Callable[[Any, Any], Any],
+                 joiner: Callable[[Any, Any], Any], left: bool) -> None:
+        super().__init__(store_name, joiner, left)
+        self.key_selector = key_selector
+
+    def process(self, record: Record) -> None:
+        if record.value is None:
+            self.context.record_dropped(self.name, "null value in a stream-global table join")
+            return
+        table_key = self.key_selector(record.key, record.value)
+        stored = None if table_key is None else self.store.get(table_key)
+        if stored is None:
+            if not self.left:
+                if table_key is None:
+                    self.context.record_dropped(
+                        self.name, "key selector gave None in a stream-global table join")
+                return
+            self.forward(record.with_value(self.joiner(record.value, None)))
+            return
+        self.forward(record.with_value(self.joiner(record.value, stored[0])))
 
 
 class TableTableJoin(Processor):
@@ -96,37 +126,3 @@ class TableJoinMerge(StoringProcessor):
         if change.new is None and old is None:
             return
         self.emit(record.key, change.new, old, record)
-
-
-class StreamGlobalTableJoin(Processor):
-    """Kafka Streams' ``KStreamGlobalKTableJoin``: ``key_selector(key, value)`` names the
-    global table's row, ``joiner(value, row)`` the result, at the stream record's timestamp
-    and with its key. An inner join skips records without a row (and records whose selected
-    key is ``None``); a left join joins them with ``None``."""
-
-    def __init__(self, store_name: str, key_selector: Callable[[Any, Any], Any],
-                 joiner: Callable[[Any, Any], Any], left: bool) -> None:
-        self.store_name = store_name
-        self.key_selector = key_selector
-        self.joiner = joiner
-        self.left = left
-
-    def init(self, context: ProcessorContext) -> None:
-        super().init(context)
-        self.store = context.get_state_store(self.store_name)
-
-    def process(self, record: Record) -> None:
-        if record.value is None:
-            self.context.record_dropped(self.name, "null value in a stream-global table join")
-            return
-        table_key = self.key_selector(record.key, record.value)
-        stored = None if table_key is None else self.store.get(table_key)
-        if stored is None:
-            if not self.left:
-                if table_key is None:
-                    self.context.record_dropped(
-                        self.name, "key selector gave None in a stream-global table join")
-                return
-            self.forward(record.with_value(self.joiner(record.value, None)))
-            return
-        self.forward(record.with_value(self.joiner(record.value, stored[0])))

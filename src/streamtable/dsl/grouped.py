@@ -142,8 +142,8 @@ class KGroupedStream:
 
 
 class _WindowedKStream(Generic[W]):
-    """What time- and session-windowed streams share: their grouped stream, windows and emit
-    strategy, and how an aggregation's table is finished."""
+    """What time-, sliding- and session-windowed streams share: their grouped stream, windows
+    and emit strategy, and how an aggregation's table is finished."""
 
     def __init__(self, grouped: KGroupedStream, windows: W,
                  emit: EmitStrategy | None = None) -> None:
@@ -194,20 +194,31 @@ class _WindowedKStream(Generic[W]):
         return retention
 
 
-class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
-    """A grouped stream with time windows: ``count``, ``reduce``, ``aggregate`` per window."""
+class _NonMergingWindowedKStream(_WindowedKStream[W]):
+    """Time and sliding windows, which never merge: ``count`` and ``reduce`` are aggregations
+    per window."""
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
+        """The number of records per window."""
         return self.aggregate(_zero, _count_one, materialized, named=named)
 
     def reduce(self, reducer: Callable[[Any, Any], Any],
                materialized: Materialized | str | None = None, *,
                named: str | None = None) -> KTable:
-        def aggregator(key: Any, value: Any, agg: Any) -> Any:
-            return value if agg is _FIRST else reducer(agg, value)
+        """``reducer(aggregate, value)`` per window, from the window's first value."""
+        return self.aggregate(_first, _reducing(reducer), materialized, named=named)
 
-        return self.aggregate(_first, aggregator, materialized, named=named)
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | str | None = None, *,
+                  named: str | None = None) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per window."""
+        raise NotImplementedError
+
+
+class TimeWindowedKStream(_NonMergingWindowedKStream[TimeWindows]):
+    """A grouped stream with time windows: ``count``, ``reduce``, ``aggregate`` per window."""
 
     def aggregate(self, initializer: Callable[[], Any],
                   aggregator: Callable[[Any, Any, Any], Any],
@@ -221,7 +232,7 @@ class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
         )
 
 
-class SlidingWindowedKStream(_WindowedKStream[SlidingWindows]):
+class SlidingWindowedKStream(_NonMergingWindowedKStream[SlidingWindows]):
     """A grouped stream with sliding windows: ``count``, ``reduce``, ``aggregate`` per window
     (a table keyed by :class:`~streamtable.processors.window.Windowed` keys whose ``end`` is
     inclusive).
@@ -231,18 +242,6 @@ class SlidingWindowedKStream(_WindowedKStream[SlidingWindows]):
     ...     .windowed_by(SlidingWindows.of_time_difference_without_grace(60_000))
     ...     .reduce(lambda a, b: a + b, "payments-within-a-minute"))
     """
-
-    def count(self, materialized: Materialized | str | None = None, *,
-              named: str | None = None) -> KTable:
-        return self.aggregate(_zero, _count_one, materialized, named=named)
-
-    def reduce(self, reducer: Callable[[Any, Any], Any],
-               materialized: Materialized | str | None = None, *,
-               named: str | None = None) -> KTable:
-        def aggregator(key: Any, value: Any, agg: Any) -> Any:
-            return value if agg is _FIRST else reducer(agg, value)
-
-        return self.aggregate(_first, aggregator, materialized, named=named)
 
     def aggregate(self, initializer: Callable[[], Any],
                   aggregator: Callable[[Any, Any, Any], Any],
@@ -271,15 +270,12 @@ class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
                materialized: Materialized | str | None = None, *,
                named: str | None = None) -> KTable:
         """``reducer(aggregate, value)`` per session; merged sessions are reduced together."""
-        def aggregator(key: Any, value: Any, agg: Any) -> Any:
-            return value if agg is _FIRST else reducer(agg, value)
-
         def merger(key: Any, agg1: Any, agg2: Any) -> Any:
             if agg1 is _FIRST:
                 return agg2
             return agg1 if agg2 is _FIRST else reducer(agg1, agg2)
 
-        return self.aggregate(_first, aggregator, merger, materialized, named=named)
+        return self.aggregate(_first, _reducing(reducer), merger, materialized, named=named)
 
     def aggregate(self, initializer: Callable[[], Any],
                   aggregator: Callable[[Any, Any, Any], Any],
@@ -318,6 +314,15 @@ _FIRST = _FirstValue()
 
 def _first() -> object:
     return _FIRST
+
+
+def _reducing(reducer: Callable[[Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    """The aggregator of a windowed ``reduce``: a window's first value, then
+    ``reducer(aggregate, value)`` for each value after it."""
+    def aggregator(key: Any, value: Any, agg: Any) -> Any:
+        return value if agg is _FIRST else reducer(agg, value)
+
+    return aggregator
 
 
 def _zero() -> int:

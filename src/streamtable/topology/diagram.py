@@ -26,6 +26,7 @@ flowchart LR
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamtable.topology.graph import NodeKind, Topology
@@ -114,59 +115,91 @@ def layout(topology: Topology, application_id: str) -> Diagram:
     return diagram
 
 
-def _mermaid_text(text: str) -> str:
-    return text.replace('"', "#quot;")
+@dataclass(frozen=True)
+class _Notation:
+    """How one diagram language writes the lines of a :class:`Diagram`: format strings whose
+    texts (``name``, ``label``, ``topic``, ``quoted_title``) ``quote`` has made safe for the
+    language (``{title}`` stands as given); ``end`` and ``tail`` are lines as they are."""
+
+    quote: Callable[[str], str]
+    head: tuple[str, ...]  # {title}, {quoted_title}
+    topic: str  # {id}, {name}
+    subgraph: tuple[str, ...]  # {st}: the sub-topology's id
+    boxes: dict[str, str]  # per box kind: {id}, {label}
+    store: str  # {id}, {name}
+    end: str
+    flow: str  # {a}, {b}
+    repartition: str  # {a}, {b}, {topic}
+    store_use: str  # {a}, {b}
+    tail: tuple[str, ...] = ()
 
 
-def mermaid(topology: Topology, application_id: str) -> str:
-    """A Mermaid flowchart of ``topology`` (paste it in a ```` ```mermaid ```` block)."""
-    d = layout(topology, application_id)
-    shapes = {"node": '["{}"]', "operation": '[["{}"]]'}
-    lines = ["---", f"title: {d.title}", "---", "flowchart LR"]
-    lines += [f'  {tid}[/"{_mermaid_text(name)}"/]' for tid, name in d.topics]
-    for st in topology.subtopologies:
-        lines.append(f'  subgraph st{st.id}["Sub-topology {st.id}"]')
-        for box, label, kind in d.boxes[st.id]:
-            lines.append(f"    {box}{shapes[kind].format(_mermaid_text(label))}")
-        for sid, name in d.stores.get(st.id, []):
-            lines.append(f'    {sid}[("{_mermaid_text(name)}")]')
-        lines.append("  end")
+def _draw(d: Diagram, notation: _Notation) -> str:
+    """``d`` in ``notation``: topics, then each sub-topology's boxes and stores, then edges."""
+    q = notation.quote
+    lines = [line.format(title=d.title, quoted_title=q(d.title)) for line in notation.head]
+    lines += [notation.topic.format(id=tid, name=q(name)) for tid, name in d.topics]
+    for st, boxes in d.boxes.items():
+        lines += [line.format(st=st) for line in notation.subgraph]
+        lines += [notation.boxes[kind].format(id=box, label=q(label))
+                  for box, label, kind in boxes]
+        lines += [notation.store.format(id=sid, name=q(name))
+                  for sid, name in d.stores.get(st, [])]
+        lines.append(notation.end)
     for a, b, topic, style in d.edges:
         if style == "store":
-            lines.append(f"  {a} -.- {b}")
+            lines.append(notation.store_use.format(a=a, b=b))
         elif topic:
-            lines.append(f'  {a} -->|"{_mermaid_text(topic)}"| {b}')
+            lines.append(notation.repartition.format(a=a, b=b, topic=q(topic)))
         else:
-            lines.append(f"  {a} --> {b}")
-    return "\n".join(lines)
+            lines.append(notation.flow.format(a=a, b=b))
+    return "\n".join(lines + list(notation.tail))
+
+
+def _mermaid_text(text: str) -> str:
+    return '"' + text.replace('"', "#quot;") + '"'
+
+
+_MERMAID = _Notation(
+    quote=_mermaid_text,
+    head=("---", "title: {title}", "---", "flowchart LR"),
+    topic="  {id}[/{name}/]",
+    subgraph=('  subgraph st{st}["Sub-topology {st}"]',),
+    boxes={"node": "    {id}[{label}]", "operation": "    {id}[[{label}]]"},
+    store="    {id}[({name})]",
+    end="  end",
+    flow="  {a} --> {b}",
+    repartition="  {a} -->|{topic}| {b}",
+    store_use="  {a} -.- {b}",
+)
 
 
 def _dot_text(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+_DOT = _Notation(
+    quote=_dot_text,
+    head=("digraph {quoted_title} {{", "  rankdir=LR;",
+          '  node [fontname="Helvetica", fontsize=10];'),
+    topic="  {id} [label={name}, shape=parallelogram];",
+    subgraph=("  subgraph cluster_{st} {{", '    label="Sub-topology {st}";'),
+    boxes={"node": "    {id} [label={label}, shape=box];",
+           "operation": "    {id} [label={label}, shape=box3d];"},
+    store="    {id} [label={name}, shape=cylinder];",
+    end="  }",
+    flow="  {a} -> {b};",
+    repartition="  {a} -> {b} [label={topic}];",
+    store_use="  {a} -> {b} [dir=none, style=dashed];",
+    tail=("}",),
+)
+
+
+def mermaid(topology: Topology, application_id: str) -> str:
+    """A Mermaid flowchart of ``topology`` (paste it in a ```` ```mermaid ```` block)."""
+    return _draw(layout(topology, application_id), _MERMAID)
+
+
 def dot(topology: Topology, application_id: str) -> str:
     """A Graphviz DOT digraph of ``topology`` (``dot -Tsvg``)."""
-    d = layout(topology, application_id)
-    shapes = {"node": "box", "operation": "box3d"}
-    lines = [f"digraph {_dot_text(d.title)} {{", "  rankdir=LR;",
-             '  node [fontname="Helvetica", fontsize=10];']
-    lines += [f"  {tid} [label={_dot_text(name)}, shape=parallelogram];"
-              for tid, name in d.topics]
-    for st in topology.subtopologies:
-        lines.append(f"  subgraph cluster_{st.id} {{")
-        lines.append(f'    label="Sub-topology {st.id}";')
-        for box, label, kind in d.boxes[st.id]:
-            lines.append(f"    {box} [label={_dot_text(label)}, shape={shapes[kind]}];")
-        for sid, name in d.stores.get(st.id, []):
-            lines.append(f"    {sid} [label={_dot_text(name)}, shape=cylinder];")
-        lines.append("  }")
-    for a, b, topic, style in d.edges:
-        if style == "store":
-            lines.append(f"  {a} -> {b} [dir=none, style=dashed];")
-        elif topic:
-            lines.append(f"  {a} -> {b} [label={_dot_text(topic)}];")
-        else:
-            lines.append(f"  {a} -> {b};")
-    lines.append("}")
-    return "\n".join(lines)
+    return _draw(layout(topology, application_id), _DOT)

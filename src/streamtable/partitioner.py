@@ -83,13 +83,7 @@ def spark_hash_long(value: int, seed: int = 42) -> int:
     value &= 0xFFFFFFFFFFFFFFFF
     h1 = _mix_h1(seed & _M32, _mix_k1(value & _M32))
     h1 = _mix_h1(h1, _mix_k1(value >> 32))
-    h1 ^= 8
-    h1 ^= h1 >> 16
-    h1 = (h1 * 0x85EBCA6B) & _M32
-    h1 ^= h1 >> 13
-    h1 = (h1 * 0xC2B2AE35) & _M32
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+    return _fmix(h1, 8)
 
 
 def spark_hash_bytes(data: bytes, seed: int = 42) -> int:
@@ -111,6 +105,7 @@ def spark_hash_bytes(data: bytes, seed: int = 42) -> int:
 
 
 def _fmix(h1: int, length: int) -> int:
+    """Murmur3's finalization, as a signed 32-bit integer."""
     h1 ^= length
     h1 ^= h1 >> 16
     h1 = (h1 * 0x85EBCA6B) & _M32

@@ -17,8 +17,7 @@ imported lazily.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from streamtable._lazy import lazy_exports
 
 _EXPORTS = {
     # broker
@@ -54,14 +53,5 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'streamtable.kafka' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(
+    globals(), {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()})

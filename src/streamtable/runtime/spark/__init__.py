@@ -12,8 +12,9 @@ or run a stage do not import the application's driver side.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streamtable._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from streamtable.kafka.output import KafkaOutput
@@ -27,14 +28,4 @@ _EXPORTS = {
 __all__ = ["KafkaOutput", "StreamsApp"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -44,7 +44,13 @@ if TYPE_CHECKING:
         StreamsError,
         TopologyError,
     )
-    from streamtable.processors.api import Change, Processor, PunctuationType, Record
+    from streamtable.processors.api import (
+        Change,
+        Processor,
+        ProcessorContext,
+        PunctuationType,
+        Record,
+    )
     from streamtable.processors.sliding import SlidingWindows
     from streamtable.processors.stream_join import JoinWindows
     from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
@@ -77,6 +83,7 @@ _EXPORTS = {
     "TopologyError": "streamtable.errors",
     "Change": "streamtable.processors.api",
     "Processor": "streamtable.processors.api",
+    "ProcessorContext": "streamtable.processors.api",
     "PunctuationType": "streamtable.processors.api",
     "Record": "streamtable.processors.api",
     "SlidingWindows": "streamtable.processors.sliding",
@@ -109,6 +116,7 @@ __all__ = [
     "Materialized",
     "ProcessingError",
     "Processor",
+    "ProcessorContext",
     "PunctuationType",
     "Record",
     "RecordError",

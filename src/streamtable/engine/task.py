@@ -29,6 +29,7 @@ from streamtable.processors.api import (
 )
 from streamtable.processors.cache import ChangeForwarder
 from streamtable.processors.io import SourceProcessor
+from streamtable.processors.user import ProcessorApiContext
 from streamtable.records import Headers, RawRecord, RecordRun
 from streamtable.topology.graph import NodeKind, StoreSpec, SubTopology, Topology
 
@@ -125,11 +126,8 @@ class Task:
         for name in self.subtopology.nodes:
             node = topo.nodes[name]
             if node.options.get("user"):
-                from streamtable.processors.user import ProcessorApiContext
-
                 self.processors[name].init(
-                    ProcessorApiContext(self.context, self.processors[name],  # type: ignore[arg-type]
-                                        tuple(node.stores)))
+                    ProcessorApiContext(self.context, self.processors[name], tuple(node.stores)))
             else:
                 self.processors[name].init(self.context)
 
@@ -326,8 +324,9 @@ def punctuation_store(subtopology: int) -> str:
 
 
 class TaskContext:
-    """The :class:`~streamtable.processors.api.ProcessorContext` of one task: the narrow view
-    of the task its processors get."""
+    """The :class:`~streamtable.processors._operator.InternalProcessorContext` of one task: the
+    view of the task its built-in operators get (a user's processor gets a narrower one over it,
+    :class:`~streamtable.processors.user.ProcessorApiContext`)."""
 
     __slots__ = ("_task",)
 

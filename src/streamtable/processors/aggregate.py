@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Change, Processor, ProcessorContext, Receiver, Record
+from streamtable.processors._operator import InternalProcessorContext, Operator
+from streamtable.processors.api import Change, Receiver, Record
 from streamtable.processors.stateless import NULL_KEY_BEFORE_REPARTITION
 from streamtable.processors.table import StoringProcessor
 from streamtable.records import Headers
@@ -14,7 +15,7 @@ from streamtable.records import Headers
 NULL_IN_AGGREGATION = "null key or value in an aggregation"
 
 
-class CountCombiner(Processor):
+class CountCombiner(Operator):
     """Before the repartition of a ``count``: the records of one key within one commit travel
     as one partial count (Spark's map-side combine). Records without a key are dropped and
     counted first, as before any repartition.
@@ -31,7 +32,7 @@ class CountCombiner(Processor):
         self._partial: dict[Any, list[Any]] = {}
         self.active = False
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.active = context.caching_enabled(self.store_name)
         if self.active:
@@ -89,7 +90,7 @@ class StreamCount(StoringProcessor):
         self.combined = combined
         self.partial = False
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         assert self.store_name is not None
         self.partial = self.combined and context.caching_enabled(self.store_name)

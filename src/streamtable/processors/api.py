@@ -2,10 +2,11 @@
 
 A :class:`Processor` receives one :class:`Record` at a time and forwards records to its children.
 Operators downstream of a KTable receive records whose value is a :class:`Change` (new, old).
-A processor sees the task it runs in only through a narrow :class:`ProcessorContext` (Kafka
-Streams' ``ProcessorContext``): its stores, stream time, the record being processed, the record
-collector and its own wiring. The engine (``streamtable.engine``) implements the context; this
-module does not import it, so the dependency runs one way: engine -> processors.
+A user's processor sees the task it runs in only through a narrow :class:`ProcessorContext`
+(Kafka Streams' ``api.ProcessorContext``): its connected stores, forwarding, punctuations, the
+record being processed. The built-in operators get the engine's hooks besides (record caches,
+the record collector, their wiring: ``processors/_operator.py``). The engine implements both;
+this module does not import it, so the dependency runs one way: engine -> processors.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 from streamtable.records import Headers
 
 if TYPE_CHECKING:
-    from streamtable.processors.cache import ChangeForwarder
     from streamtable.serde import Serde
 
 V = TypeVar("V")
@@ -141,15 +141,18 @@ class NodeWiring:
 
 
 class ProcessorContext(Protocol):
-    """What a processor may ask of the task it runs in (and nothing else).
+    """What a user's processor (the Processor API) may ask of the task it runs in: Kafka
+    Streams' ``api.ProcessorContext``, narrowed to the processor (its connected stores,
+    forwarding to its children, punctuations on its behalf).
 
     Example:
         >>> class CountDrops(Processor):
+        ...     def init(self, context: ProcessorContext) -> None:
+        ...         self.context = context
+        ...         self.seen = context.get_state_store("seen")
         ...     def process(self, record):
-        ...         if record.value is None:
-        ...             self.context.record_dropped(self.name, "null value")
-        ...         else:
-        ...             self.forward(record)
+        ...         if self.seen.put_if_absent(record.key, record.timestamp) is None:
+        ...             self.context.forward(record)
     """
 
     @property
@@ -161,70 +164,48 @@ class ProcessorContext(Protocol):
         ...
 
     @property
-    def stream_time(self) -> int:
-        """The largest timestamp this task has seen (-1 before the first record)."""
+    def processor_name(self) -> str: ...
+
+    def forward(self, record: Record, child: str | None = None) -> None:
+        """Hand ``record`` to every child of this processor, or to the one named ``child``."""
         ...
 
-    def advance_stream_time(self, timestamp: int) -> None:
-        """Called by sources with each record's event time; stream time never goes back."""
+    def get_state_store(self, name: str) -> Any:
+        """A store connected to this processor."""
+        ...
+
+    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+                 punctuator: Punctuator) -> Cancellable:
+        """Call ``punctuator(time)`` every ``interval_ms`` of stream time or wall-clock time;
+        ``cancel()`` the result to stop."""
         ...
 
     def record_metadata(self) -> RecordMetadata | None:
-        """Topic, partition and offset of the input record being processed (None at a cache
-        flush that no record caused)."""
+        """Topic, partition and offset of the input record being processed (None in a
+        punctuator)."""
         ...
 
-    def get_state_store(self, name: str) -> Any: ...
-
-    def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
-        """The forwarder of ``store_name``'s changes, cached or not as the store says."""
-        ...
-
-    def caching_enabled(self, store_name: str) -> bool:
-        """Whether ``store_name`` caches (forwards only the last change per key per commit)."""
-        ...
-
-    def register_flush(self, flush: Callable[[], bool]) -> None:
-        """Have ``flush()`` called at every commit, with the caches, until none of them holds
-        anything (it returns whether it forwarded anything)."""
-        ...
-
-    def wiring(self, node: str) -> NodeWiring:
-        """The resolved wiring of a source or sink node."""
-        ...
-
-    def partitions_of(self, topic: str) -> int:
-        """Partition count of a (real) topic as this run knows it."""
-        ...
-
-    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-             headers: Headers, partition: int | None) -> None:
-        """Hand a serialized record to the task's record collector."""
-        ...
-
-    def record_dropped(self, processor: str, reason: str) -> None:
-        """Count and log a record dropped by Kafka Streams' rules (null keys, late records)."""
-        ...
-
-    def schedule(self, processor: Processor, interval_ms: int, punctuation_type: PunctuationType,
-                 punctuator: Punctuator) -> Cancellable:
-        """Call ``punctuator(time)`` every ``interval_ms`` of stream time or wall-clock time, on
-        behalf of ``processor`` (whose name any error of the punctuator carries)."""
+    def current_stream_time_ms(self) -> int:
+        """The largest timestamp this task has seen (-1 before the first record)."""
         ...
 
     def current_system_time_ms(self) -> int:
-        """The task's wall-clock time: the host's clock, fixed for one commit interval."""
+        """Wall-clock time as the host gives it."""
         ...
 
-    def request_commit(self) -> None:
-        """Ask the host to commit soon (every host commits at least once per batch/record)."""
+    def commit(self) -> None:
+        """Request a commit."""
         ...
 
 
-class Processor:
+C = TypeVar("C")  # the context a processor's init receives
+
+
+class Processor(Generic[C]):
     """Base class of every operator.
 
-    ``init`` receives the :class:`ProcessorContext` of the task the processor runs in;
+    ``init`` receives the :class:`ProcessorContext` of the task the processor runs in (the
+    built-in operators: the task's internal context, see ``processors/_operator.py``);
     ``process`` is called once per record; ``self.forward(record)`` hands a record to every
     child (or to one named child).
 
@@ -237,11 +218,11 @@ class Processor:
     name: str = ""
     # True for processors that call ``forward(record, child=name)``
     forwards_by_name = False
-    context: ProcessorContext
+    context: C
     _children: list[Processor]
     _children_by_name: dict[str, Processor]
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: C) -> None:
         self.context = context
 
     def process(self, record: Record) -> None:

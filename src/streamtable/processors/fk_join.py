@@ -27,7 +27,8 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.processors._operator import InternalProcessorContext, Operator
+from streamtable.processors.api import Change, Record
 from streamtable.processors.table import StoringProcessor
 
 # Subscription instructions (Kafka Streams' names)
@@ -43,7 +44,7 @@ def value_hash(value: Any) -> bytes | None:
     return hashlib.blake2b(pickle.dumps(value, protocol=5), digest_size=16).digest()
 
 
-class SubscriptionSend(Processor):
+class SubscriptionSend(Operator):
     """Left side: subscriptions to the right side and mirrors to the join output."""
 
     forwards_by_name = True
@@ -89,14 +90,14 @@ class SubscriptionSend(Processor):
             send(old_fk, DELETE_KEY_AND_PROPAGATE)
 
 
-class SubscriptionReceive(Processor):
+class SubscriptionReceive(Operator):
     """Right side: record or drop a subscription, and answer it with the right value."""
 
     def __init__(self, subscription_store: str, right_store: str) -> None:
         self.subscription_store = subscription_store
         self.right_store = right_store
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.subs = context.get_state_store(self.subscription_store)
         self.right = context.get_state_store(self.right_store)
@@ -121,13 +122,13 @@ class SubscriptionReceive(Processor):
         self.forward(Record(pk, (h, right), ts, record.headers))
 
 
-class ForeignTableChange(Processor):
+class ForeignTableChange(Operator):
     """Right side: a changed right row answers every subscription of its key again."""
 
     def __init__(self, subscription_store: str) -> None:
         self.subscription_store = subscription_store
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.subs = context.get_state_store(self.subscription_store)
 
@@ -141,13 +142,13 @@ class ForeignTableChange(Processor):
                                 record.headers))
 
 
-class LeftMirror(Processor):
+class LeftMirror(Operator):
     """Join output: the latest left value and its hash, per primary key."""
 
     def __init__(self, mirror_store: str) -> None:
         self.mirror_store = mirror_store
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.mirror = context.get_state_store(self.mirror_store)
 
@@ -169,7 +170,7 @@ class ResponseJoin(StoringProcessor):
         self.joiner = joiner
         self.left_join = left_join
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.mirror = context.get_state_store(self.mirror_store)
 

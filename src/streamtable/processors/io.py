@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from streamtable.errors import DeserializationError, ProcessingError
-from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.processors._operator import InternalProcessorContext, Operator
+from streamtable.processors.api import Change, Record
 from streamtable.records import RawRecord
 from streamtable.serde import Serde
 
@@ -15,7 +16,7 @@ ManyDecoder = Callable[[str, list[bytes | None]], list[Any]]  # (topic, data) ->
 Partitioner = Callable[[str, Any, Any, int], int | None]
 
 
-class SourceProcessor(Processor):
+class SourceProcessor(Operator):
     """Decodes raw records of its topics and forwards them; the record's event time comes from
     the record timestamp or a ``timestamp_extractor(key, value, record_timestamp)``.
 
@@ -34,7 +35,7 @@ class SourceProcessor(Processor):
         self.value_serde = value_serde
         self.timestamp_extractor = timestamp_extractor
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         wiring = context.wiring(self.name)
         self._key_serde: Serde = self.key_serde or wiring.key_serde
@@ -103,7 +104,7 @@ class SourceProcessor(Processor):
         self.forward(record)
 
 
-class SinkProcessor(Processor):
+class SinkProcessor(Operator):
     """Encodes records and hands them to the task's record collector for ``topic``.
 
     A sink of an external topic writes plain values (a KTable's ``to_stream`` has already taken
@@ -124,7 +125,7 @@ class SinkProcessor(Processor):
         self.partitioner = partitioner
         self.topic_extractor = topic_extractor
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         wiring = context.wiring(self.name)
         self.real_topic = wiring.topics[0]

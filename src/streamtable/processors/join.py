@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.processors._operator import InternalProcessorContext, Operator
+from streamtable.processors.api import Change, Record
 from streamtable.processors.table import StoringProcessor
 
 
-class StreamTableJoin(Processor):
+class StreamTableJoin(Operator):
     """``joiner(stream_value, table_value)``; an inner join skips records without a row, a left
     join joins them with ``None``. The result keeps the stream record's timestamp."""
 
@@ -20,7 +21,7 @@ class StreamTableJoin(Processor):
         self.joiner = joiner
         self.left = left
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
 
@@ -64,7 +65,7 @@ class StreamGlobalTableJoin(StreamTableJoin):
         self.forward(record.with_value(self.joiner(record.value, stored[0])))
 
 
-class TableTableJoin(Processor):
+class TableTableJoin(Operator):
     """One side of a primary-key table-table join (Kafka Streams' ``KTableKTable*Join``): a
     change of this side joins the other side's current row, and forwards ``Change(new result,
     old result)`` at the larger of the two timestamps.
@@ -81,7 +82,7 @@ class TableTableJoin(Processor):
         self.mode = mode
         self.this_side = this_side  # True: the table ``join`` was called on (the left)
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.other = context.get_state_store(self.other_store)
         # may this side's row join a missing row of the other side?

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from streamtable.processors._operator import Operator
 from streamtable.processors.api import Processor, Receiver, Record
 from streamtable.records import Headers
 
 
-class StatelessProcessor(Processor):
+class StatelessProcessor(Operator):
     """An operator written as ``make_receiver(down)``: its logic over a record's parts, handing
     each result to ``down(key, value, timestamp, headers)``.
 
@@ -158,7 +159,7 @@ class StreamPeek(StatelessProcessor):
         return receive
 
 
-class StreamBranch(Processor):
+class StreamBranch(Operator):
     """Forwards each record to the first branch whose predicate holds (or the default branch)."""
 
     forwards_by_name = True

@@ -27,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamtable.processors.api import Processor, ProcessorContext, Record
+from streamtable.processors._operator import InternalProcessorContext, Operator
+from streamtable.processors.api import Record
 from streamtable.state.stores import key_order
 
 # The reserved key of the join's own bookkeeping in its stores: user records with a null key
@@ -147,7 +148,7 @@ class JoinWindowStore:
         return out
 
 
-class StreamJoinWindow(Processor):
+class StreamJoinWindow(Operator):
     """Kafka Streams' ``KStreamJoinWindow``: forwards each record to its side's join processor,
     then keeps it in the side's window store (a record older than the retention is not kept:
     counted as dropped)."""
@@ -156,7 +157,7 @@ class StreamJoinWindow(Processor):
         self.store_name = store_name
         self.windows = windows
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.window = JoinWindowStore(context.get_state_store(self.store_name),
                                       self.windows.retention)
@@ -172,7 +173,7 @@ class StreamJoinWindow(Processor):
                                                    "retention (late)")
 
 
-class StreamStreamJoin(Processor):
+class StreamStreamJoin(Operator):
     """One side of a windowed stream-stream join. ``joiner(left_value, right_value)`` whichever
     side this is; ``outer``: this side's records without a partner are emitted with ``None``.
     """
@@ -190,7 +191,7 @@ class StreamStreamJoin(Processor):
         else:
             self.join_before, self.join_after = windows.after_ms, windows.before_ms
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.other = JoinWindowStore(context.get_state_store(self.other_store),
                                      self.windows.retention)

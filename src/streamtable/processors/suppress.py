@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamtable.errors import ProcessingError
-from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.processors._operator import InternalProcessorContext, Operator
+from streamtable.processors.api import Change, Record
 from streamtable.state.stores import key_order
 
 
@@ -129,7 +130,7 @@ class ObservedStreamTime:
 _OBSERVED = ObservedStreamTime()
 
 
-class SuppressionBuffer(Processor):
+class SuppressionBuffer(Operator):
     """What both suppressions share: held changes in a store of the task, one entry per key,
     ``(newest value, value before the first held change, buffer time, timestamp, headers)``,
     forwarded in buffer-time order, and the bounds of the buffer."""
@@ -138,7 +139,7 @@ class SuppressionBuffer(Processor):
         self.store_name = store_name
         self.buffer = buffer
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
         self._observed = -1
@@ -223,7 +224,7 @@ class SuppressUntilWindowCloses(SuppressionBuffer):
         super().__init__(store_name, buffer)
         self.grace = grace
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         context.register_flush(self._emit_closed)
 

@@ -6,7 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.processors.api import Change, Processor, ProcessorContext, Record
+from streamtable.processors._operator import InternalProcessorContext, Operator
+from streamtable.processors.api import Change, Record
 from streamtable.processors.cache import ChangeForwarder
 
 log = logging.getLogger(__name__)
@@ -14,14 +15,14 @@ log = logging.getLogger(__name__)
 NO_PAIR = "group_by selected no key-value pair"
 
 
-class StoringProcessor(Processor):
+class StoringProcessor(Operator):
     """A processor that keeps a (value, timestamp) store and forwards its changes through a
     ChangeForwarder, so that caching applies to it."""
 
     store_name: str | None = None
     forwarder: ChangeForwarder
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         if self.store_name is not None:
             self.store = context.get_state_store(self.store_name)
@@ -117,7 +118,7 @@ class TableMapValues(StoringProcessor):
         self.emit(key, new, old, record)
 
 
-class TableToStream(Processor):
+class TableToStream(Operator):
     """Forwards each change's new value (``None`` for a deletion) as a stream record."""
 
     def __init__(self, mapper: Callable[[Any, Any], Any] | None = None) -> None:
@@ -129,7 +130,7 @@ class TableToStream(Processor):
         self.forward(Record(key, value, record.timestamp, record.headers))
 
 
-class TableGroupByMap(Processor):
+class TableGroupByMap(Operator):
     """Re-keys a table for ``group_by``: the old value is sent to its old group as a
     subtraction, then the new value to its new group as an addition."""
 

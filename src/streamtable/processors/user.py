@@ -1,8 +1,9 @@
 """What a user's processor (the Processor API: ``KStream.process``) sees of its task.
 
 A user's processor is a :class:`~streamtable.processors.api.Processor` like every operator; its
-``init`` receives a :class:`ProcessorApiContext`, Kafka Streams' ``api.ProcessorContext``: the
-task's context narrowed to this processor (its connected stores, forwarding to its children,
+``init`` receives a :class:`ProcessorApiContext`, the
+:class:`~streamtable.processors.api.ProcessorContext` (Kafka Streams' ``api.ProcessorContext``):
+the task's context narrowed to this processor (its connected stores, forwarding to its children,
 punctuations on its behalf). Stores appear as :class:`KeyValueStoreView`, plain values over the
 task's ``(value, timestamp)`` stores.
 """
@@ -13,10 +14,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from streamtable.errors import ProcessingError
+from streamtable.processors._operator import InternalProcessorContext
 from streamtable.processors.api import (
     Cancellable,
     Processor,
-    ProcessorContext,
     PunctuationType,
     Punctuator,
     Record,
@@ -66,7 +67,9 @@ class KeyValueStoreView(ReadOnlyKeyValueStore):
 
 
 class ProcessorApiContext:
-    """The context of a user's processor (Kafka Streams' ``api.ProcessorContext``).
+    """The context of a user's processor (the
+    :class:`~streamtable.processors.api.ProcessorContext` protocol, Kafka Streams'
+    ``api.ProcessorContext``), over the task's internal context.
 
     Example:
         >>> from streamtable import Processor, PunctuationType, Record
@@ -84,7 +87,8 @@ class ProcessorApiContext:
 
     __slots__ = ("_task", "_node", "_connected", "_stores")
 
-    def __init__(self, task: ProcessorContext, node: Processor, stores: tuple[str, ...]) -> None:
+    def __init__(self, task: InternalProcessorContext, node: Processor,
+                 stores: tuple[str, ...]) -> None:
         self._task = task
         self._node = node
         self._connected = stores

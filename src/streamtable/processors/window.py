@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from streamtable.processors.api import ProcessorContext, Record
+from streamtable.processors._operator import InternalProcessorContext
+from streamtable.processors.api import Record
 from streamtable.processors.table import StoringProcessor
 from streamtable.state.windowed import Windowed
 
@@ -50,7 +51,7 @@ class ExpiringWindows(StoringProcessor, Generic[W]):
         self.aggregator = aggregator
         self.retention = retention
 
-    def init(self, context: ProcessorContext) -> None:
+    def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self._expiry: list[tuple[int, int, Windowed]] = []
         self._seq = 0

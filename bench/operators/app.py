@@ -37,9 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from streamtable.runtime.spark.process.session import spark_session
-
     from streamtable.runtime.spark import StreamsApp
+    from streamtable.runtime.spark.process.session import spark_session
 
     family = FAMILIES[args.family]
     status = Status(args.status)

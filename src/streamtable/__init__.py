@@ -51,13 +51,19 @@ if TYPE_CHECKING:
         PunctuationType,
         Record,
     )
-    from streamtable.processors.sliding import SlidingWindows
-    from streamtable.processors.stream_join import JoinWindows
-    from streamtable.processors.suppress import BufferConfig, EmitStrategy, Suppressed
-    from streamtable.processors.window import SessionWindows, TimeWindows, Windowed
     from streamtable.runtime.spark import StreamsApp
     from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
     from streamtable.topology import Topology
+    from streamtable.windowing import (
+        BufferConfig,
+        EmitStrategy,
+        JoinWindows,
+        SessionWindows,
+        SlidingWindows,
+        Suppressed,
+        TimeWindows,
+        Windowed,
+    )
 
 # Names are imported when first used: Spark's Python processes that only unpickle the Kafka
 # source or run a stage do not pay for the DSL, the test driver and their dependencies, and
@@ -86,14 +92,14 @@ _EXPORTS = {
     "ProcessorContext": "streamtable.processors.api",
     "PunctuationType": "streamtable.processors.api",
     "Record": "streamtable.processors.api",
-    "SlidingWindows": "streamtable.processors.sliding",
-    "JoinWindows": "streamtable.processors.stream_join",
-    "BufferConfig": "streamtable.processors.suppress",
-    "EmitStrategy": "streamtable.processors.suppress",
-    "Suppressed": "streamtable.processors.suppress",
-    "SessionWindows": "streamtable.processors.window",
-    "TimeWindows": "streamtable.processors.window",
-    "Windowed": "streamtable.processors.window",
+    "SlidingWindows": "streamtable.windowing",
+    "JoinWindows": "streamtable.windowing",
+    "BufferConfig": "streamtable.windowing",
+    "EmitStrategy": "streamtable.windowing",
+    "Suppressed": "streamtable.windowing",
+    "SessionWindows": "streamtable.windowing",
+    "TimeWindows": "streamtable.windowing",
+    "Windowed": "streamtable.windowing",
     "StreamsApp": "streamtable.runtime.spark",
     "TestInputTopic": "streamtable.testing",
     "TestOutputTopic": "streamtable.testing",

@@ -10,9 +10,9 @@ import pytest
 
 from streamtable.cli import main
 from streamtable.config import StreamsConfig
-from streamtable.processors.window import Windowed
 from streamtable.serving import configured_serving_store
 from streamtable.serving.codec import encode_key, encode_value
+from streamtable.windowing import Windowed
 
 APP = """
 from streamtable import StreamsBuilder, TimeWindows

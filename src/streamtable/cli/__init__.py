@@ -239,7 +239,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             pass
         value = view.get(key)
         if value is None:
-            from streamtable.processors.window import Windowed
+            from streamtable.windowing import Windowed
 
             # a windowed store's keys are Windowed(key, start, end): every window of the key
             windows = [(k, v) for k, v in view.all() if isinstance(k, Windowed) and k.key == key]

@@ -61,7 +61,7 @@ def window_text(key: Any, start: int, end: int) -> str:
 
 def _window_parts(obj: Any) -> tuple[Any, int, int] | None:
     """``(key, start, end)`` of a windowed key: a ``Windowed`` or its JSON form."""
-    from streamtable.processors.window import Windowed
+    from streamtable.windowing import Windowed
 
     if isinstance(obj, Windowed):
         return obj.key, obj.start, obj.end
@@ -74,7 +74,7 @@ def _window_parts(obj: Any) -> tuple[Any, int, int] | None:
 def jsonable(obj: Any) -> Any:
     """``json.dumps``' ``default``: sets as sorted lists, windowed keys as
     ``{"key", "start", "end"}``, bytes as text, anything else as its repr."""
-    from streamtable.processors.window import Windowed
+    from streamtable.windowing import Windowed
 
     if isinstance(obj, Windowed):
         return {"key": obj.key, "start": obj.start, "end": obj.end}

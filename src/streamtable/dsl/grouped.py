@@ -7,16 +7,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from streamtable.dsl.materialized import Materialized, as_materialized
 from streamtable.processors import aggregate as agg
-from streamtable.processors.sliding import SlidingWindowedAggregate, SlidingWindows
+from streamtable.processors.sliding import SlidingWindowedAggregate
 from streamtable.processors.stateless import DropNullKeys
-from streamtable.processors.suppress import EmitStrategy, Suppressed
-from streamtable.processors.window import (
-    SessionWindowedAggregate,
-    SessionWindows,
-    TimeWindows,
-    WindowedAggregate,
-)
+from streamtable.processors.window import SessionWindowedAggregate, WindowedAggregate
 from streamtable.serde import Serde
+from streamtable.windowing import (
+    EmitStrategy,
+    SessionWindows,
+    SlidingWindows,
+    Suppressed,
+    TimeWindows,
+)
 
 W = TypeVar("W", TimeWindows, SessionWindows, SlidingWindows)
 
@@ -90,7 +91,7 @@ class KGroupedStream:
     def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows
                     ) -> TimeWindowedKStream | SessionWindowedKStream | SlidingWindowedKStream:
         """Aggregate per time window: the result is a table keyed by
-        :class:`~streamtable.processors.window.Windowed` keys.
+        :class:`~streamtable.windowing.Windowed` keys.
 
         >>> from streamtable import StreamsBuilder, TimeWindows
         >>> b = StreamsBuilder()
@@ -234,7 +235,7 @@ class TimeWindowedKStream(_NonMergingWindowedKStream[TimeWindows]):
 
 class SlidingWindowedKStream(_NonMergingWindowedKStream[SlidingWindows]):
     """A grouped stream with sliding windows: ``count``, ``reduce``, ``aggregate`` per window
-    (a table keyed by :class:`~streamtable.processors.window.Windowed` keys whose ``end`` is
+    (a table keyed by :class:`~streamtable.windowing.Windowed` keys whose ``end`` is
     inclusive).
 
     >>> from streamtable import SlidingWindows, StreamsBuilder
@@ -259,7 +260,7 @@ class SlidingWindowedKStream(_NonMergingWindowedKStream[SlidingWindows]):
 
 class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
     """A grouped stream with session windows: ``count``, ``reduce``, ``aggregate`` per session
-    (a table keyed by :class:`~streamtable.processors.window.Windowed` session keys)."""
+    (a table keyed by :class:`~streamtable.windowing.Windowed` session keys)."""
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import TopologyError
 from streamtable.processors.stateless import PassThrough
-from streamtable.processors.stream_join import JoinWindows, StreamJoinWindow, StreamStreamJoin
+from streamtable.processors.stream_join import StreamJoinWindow, StreamStreamJoin
 from streamtable.topology.graph import NodeKind, StoreSpec
+from streamtable.windowing import JoinWindows
 
 if TYPE_CHECKING:
     from streamtable.dsl.builder import StreamsBuilder

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from streamtable.dsl.grouped import KGroupedStream
     from streamtable.dsl.joins import StreamJoined
     from streamtable.dsl.table import KTable
-    from streamtable.processors.stream_join import JoinWindows
+    from streamtable.windowing import JoinWindows
 
 
 class KStream:

@@ -13,7 +13,7 @@ from streamtable.serde import Serde
 if TYPE_CHECKING:
     from streamtable.dsl.grouped import KGroupedTable
     from streamtable.dsl.stream import KStream
-    from streamtable.processors.suppress import Suppressed
+    from streamtable.windowing import Suppressed
 
 
 class KTable:
@@ -83,7 +83,7 @@ class KTable:
         stream time is ``ms`` past its first held change).
 
         >>> from streamtable import StreamsBuilder, TimeWindows
-        >>> from streamtable.processors.suppress import BufferConfig, Suppressed
+        >>> from streamtable.windowing import BufferConfig, Suppressed
         >>> b = StreamsBuilder()
         >>> final = (b.stream("clicks").group_by_key()
         ...     .windowed_by(TimeWindows.of(60_000).with_grace(10_000)).count("counts")

@@ -15,41 +15,18 @@ start) share the window ``[0, time_difference]``, as in Kafka Streams.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from streamtable.processors.api import Record
 from streamtable.processors.window import ExpiringWindows
 from streamtable.state.windowed import Windowed
+from streamtable.windowing import SlidingWindows
 
 # (aggregate, timestamp of the newest record in it): what the store holds per window
 Stored = tuple[Any, int]
 
 
-@dataclass(frozen=True)
-class SlidingWindows:
-    """Windows of a fixed ``time_difference`` that slide along the records (both ends
-    inclusive), with a ``grace`` period for out-of-order records.
 
-    >>> SlidingWindows.of_time_difference_and_grace(10_000, 5_000)
-    SlidingWindows(time_difference=10000, grace=5000)
-    """
-
-    time_difference: int
-    grace: int = 0
-
-    @classmethod
-    def of_time_difference_and_grace(cls, time_difference_ms: int,
-                                     grace_ms: int) -> SlidingWindows:
-        if time_difference_ms < 0:
-            raise ValueError("the time difference must not be negative")
-        if grace_ms < 0:
-            raise ValueError("grace must not be negative")
-        return cls(time_difference_ms, grace_ms)
-
-    @classmethod
-    def of_time_difference_without_grace(cls, time_difference_ms: int) -> SlidingWindows:
-        return cls.of_time_difference_and_grace(time_difference_ms, 0)
 
 
 class SlidingWindowedAggregate(ExpiringWindows[SlidingWindows]):

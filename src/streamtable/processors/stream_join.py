@@ -24,12 +24,12 @@ micro-batch continues exactly where the previous one stopped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from streamtable.processors._operator import InternalProcessorContext, Operator
 from streamtable.processors.api import Record
 from streamtable.state.stores import key_order
+from streamtable.windowing import JoinWindows
 
 # The reserved key of the join's own bookkeeping in its stores: user records with a null key
 # are never stored, so no record key can start with None.
@@ -38,62 +38,7 @@ NO_TIME = -1
 MAX_TIME = 2**63 - 1
 
 
-@dataclass(frozen=True)
-class JoinWindows:
-    """The time difference allowed between two joined records, and a grace period for
-    out-of-order records (Kafka Streams' ``JoinWindows``).
 
-    A left record at ``t`` joins right records in ``[t - before, t + after]``.
-
-    >>> JoinWindows.of_time_difference_and_grace(100, 10)
-    JoinWindows(before=100, after=100, grace=10)
-    >>> JoinWindows.of_time_difference_with_no_grace(100).before(0)
-    JoinWindows(before=0, after=100, grace=0)
-    """
-
-    before_ms: int
-    after_ms: int
-    grace_ms: int = 0
-
-    @classmethod
-    def of_time_difference_and_grace(cls, time_difference_ms: int,
-                                     grace_ms: int) -> JoinWindows:
-        if time_difference_ms < 0 or grace_ms < 0:
-            raise ValueError("time difference and grace must not be negative")
-        return cls(time_difference_ms, time_difference_ms, grace_ms)
-
-    @classmethod
-    def of_time_difference_with_no_grace(cls, time_difference_ms: int) -> JoinWindows:
-        return cls.of_time_difference_and_grace(time_difference_ms, 0)
-
-    of_time_difference_without_grace = of_time_difference_with_no_grace
-
-    def before(self, time_difference_ms: int) -> JoinWindows:
-        """The same windows, reaching ``time_difference_ms`` back from a left record."""
-        return self._checked(JoinWindows(time_difference_ms, self.after_ms, self.grace_ms))
-
-    def after(self, time_difference_ms: int) -> JoinWindows:
-        """The same windows, reaching ``time_difference_ms`` ahead of a left record."""
-        return self._checked(JoinWindows(self.before_ms, time_difference_ms, self.grace_ms))
-
-    @staticmethod
-    def _checked(w: JoinWindows) -> JoinWindows:
-        if w.before_ms + w.after_ms < 0:
-            raise ValueError("window size (before + after) must not be negative")
-        return w
-
-    @property
-    def size(self) -> int:
-        return self.before_ms + self.after_ms
-
-    @property
-    def retention(self) -> int:
-        """How long a side's window store keeps a record: size plus grace."""
-        return self.size + self.grace_ms
-
-    def __repr__(self) -> str:
-        return (f"JoinWindows(before={self.before_ms}, after={self.after_ms}, "
-                f"grace={self.grace_ms})")
 
 
 class JoinWindowStore:

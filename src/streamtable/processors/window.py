@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from streamtable.processors._operator import InternalProcessorContext
 from streamtable.processors.api import Record
 from streamtable.processors.table import StoringProcessor
 from streamtable.state.windowed import Windowed
+from streamtable.windowing import SessionWindows, TimeWindows
 
-__all__ = ["ExpiringWindows", "SessionWindowedAggregate", "SessionWindows", "TimeWindows",
-           "WindowedAggregate", "Windowed"]
+__all__ = ["ExpiringWindows", "SessionWindowedAggregate", "WindowedAggregate"]
 
 W = TypeVar("W")
 
@@ -92,43 +91,7 @@ class ExpiringWindows(StoringProcessor, Generic[W]):
         super().emit(key, new, old, record)
 
 
-@dataclass(frozen=True)
-class TimeWindows:
-    """Fixed-size windows, hopping by ``advance`` (tumbling when ``advance == size``), with a
-    ``grace`` period for out-of-order records.
 
-    >>> TimeWindows.of(600_000).advance_by(60_000).windows_for(90_000)
-    [(0, 600000), (60000, 660000)]
-    """
-
-    size: int
-    advance: int
-    grace: int = 0
-
-    @classmethod
-    def of(cls, size_ms: int, grace_ms: int = 0) -> TimeWindows:
-        if size_ms <= 0:
-            raise ValueError("window size must be positive")
-        return cls(size_ms, size_ms, grace_ms)
-
-    def advance_by(self, advance_ms: int) -> TimeWindows:
-        if not 0 < advance_ms <= self.size:
-            raise ValueError("advance must be positive and at most the window size")
-        return TimeWindows(self.size, advance_ms, self.grace)
-
-    def with_grace(self, grace_ms: int) -> TimeWindows:
-        if grace_ms < 0:
-            raise ValueError("grace must not be negative")
-        return TimeWindows(self.size, self.advance, grace_ms)
-
-    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
-        """The windows ``(start, end)`` that contain ``timestamp``, earliest first."""
-        start = max(0, timestamp - self.size + self.advance) // self.advance * self.advance
-        out = []
-        while start <= timestamp:
-            out.append((start, start + self.size))
-            start += self.advance
-        return out
 
 
 class WindowedAggregate(ExpiringWindows[TimeWindows]):
@@ -153,33 +116,7 @@ class WindowedAggregate(ExpiringWindows[TimeWindows]):
             self.emit(wkey, new, old, record.with_timestamp(ts))
 
 
-@dataclass(frozen=True)
-class SessionWindows:
-    """Sessions of activity per key, closed by ``gap`` ms of inactivity, with a ``grace``
-    period for out-of-order records (Kafka Streams' ``SessionWindows``). A session's window is
-    ``[first record's timestamp, last record's timestamp]``, both inclusive.
 
-    >>> SessionWindows.of_inactivity_gap(300_000).with_grace(60_000)
-    SessionWindows(gap=300000, grace=60000)
-    """
-
-    gap: int
-    grace: int = 0
-
-    @classmethod
-    def of_inactivity_gap(cls, gap_ms: int) -> SessionWindows:
-        if gap_ms <= 0:
-            raise ValueError("the inactivity gap must be positive")
-        return cls(gap_ms)
-
-    @classmethod
-    def of_inactivity_gap_and_grace(cls, gap_ms: int, grace_ms: int) -> SessionWindows:
-        return cls.of_inactivity_gap(gap_ms).with_grace(grace_ms)
-
-    def with_grace(self, grace_ms: int) -> SessionWindows:
-        if grace_ms < 0:
-            raise ValueError("grace must not be negative")
-        return SessionWindows(self.gap, grace_ms)
 
 
 class SessionWindowedAggregate(ExpiringWindows[SessionWindows]):

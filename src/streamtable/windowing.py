@@ -1,0 +1,262 @@
+"""The values that say how records are windowed and when results are emitted: the windows of
+windowed aggregations and stream-stream joins, and ``KTable.suppress``'s and the windowed
+aggregations' emission settings. Users build them; the DSL hands them to the operators.
+
+>>> from streamtable import StreamsBuilder
+>>> b = StreamsBuilder()
+>>> (b.stream("clicks").group_by_key()
+...  .windowed_by(TimeWindows.of(60_000).with_grace(10_000))
+...  .count()
+...  .suppress(Suppressed.until_window_closes()))  # doctest: +ELLIPSIS
+<...KTable...>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamtable.state.windowed import Windowed
+
+__all__ = ["BufferConfig", "EmitStrategy", "JoinWindows", "SessionWindows", "SlidingWindows",
+           "Suppressed", "TimeWindows", "Windowed"]
+
+
+def _grace(grace_ms: int) -> int:
+    if grace_ms < 0:
+        raise ValueError("grace must not be negative")
+    return grace_ms
+
+
+@dataclass(frozen=True)
+class TimeWindows:
+    """Fixed-size windows, hopping by ``advance`` (tumbling when ``advance == size``), with a
+    ``grace`` period for out-of-order records.
+
+    >>> TimeWindows.of(600_000).advance_by(60_000).windows_for(90_000)
+    [(0, 600000), (60000, 660000)]
+    """
+
+    size: int
+    advance: int
+    grace: int = 0
+
+    @classmethod
+    def of(cls, size_ms: int, grace_ms: int = 0) -> TimeWindows:
+        if size_ms <= 0:
+            raise ValueError("window size must be positive")
+        return cls(size_ms, size_ms, grace_ms)
+
+    def advance_by(self, advance_ms: int) -> TimeWindows:
+        if not 0 < advance_ms <= self.size:
+            raise ValueError("advance must be positive and at most the window size")
+        return TimeWindows(self.size, advance_ms, self.grace)
+
+    def with_grace(self, grace_ms: int) -> TimeWindows:
+        return TimeWindows(self.size, self.advance, _grace(grace_ms))
+
+    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+        """The windows ``(start, end)`` that contain ``timestamp``, earliest first."""
+        start = max(0, timestamp - self.size + self.advance) // self.advance * self.advance
+        out = []
+        while start <= timestamp:
+            out.append((start, start + self.size))
+            start += self.advance
+        return out
+
+
+@dataclass(frozen=True)
+class SessionWindows:
+    """Sessions of activity per key, closed by ``gap`` ms of inactivity, with a ``grace``
+    period for out-of-order records (Kafka Streams' ``SessionWindows``). A session's window is
+    ``[first record's timestamp, last record's timestamp]``, both inclusive.
+
+    >>> SessionWindows.of_inactivity_gap(300_000).with_grace(60_000)
+    SessionWindows(gap=300000, grace=60000)
+    """
+
+    gap: int
+    grace: int = 0
+
+    @classmethod
+    def of_inactivity_gap(cls, gap_ms: int) -> SessionWindows:
+        if gap_ms <= 0:
+            raise ValueError("the inactivity gap must be positive")
+        return cls(gap_ms)
+
+    @classmethod
+    def of_inactivity_gap_and_grace(cls, gap_ms: int, grace_ms: int) -> SessionWindows:
+        return cls.of_inactivity_gap(gap_ms).with_grace(grace_ms)
+
+    def with_grace(self, grace_ms: int) -> SessionWindows:
+        return SessionWindows(self.gap, _grace(grace_ms))
+
+
+@dataclass(frozen=True)
+class SlidingWindows:
+    """Windows of a fixed ``time_difference`` that slide along the records (both ends
+    inclusive), with a ``grace`` period for out-of-order records.
+
+    >>> SlidingWindows.of_time_difference_and_grace(10_000, 5_000)
+    SlidingWindows(time_difference=10000, grace=5000)
+    """
+
+    time_difference: int
+    grace: int = 0
+
+    @classmethod
+    def of_time_difference_and_grace(cls, time_difference_ms: int,
+                                     grace_ms: int) -> SlidingWindows:
+        if time_difference_ms < 0:
+            raise ValueError("the time difference must not be negative")
+        return cls(time_difference_ms, _grace(grace_ms))
+
+    @classmethod
+    def of_time_difference_without_grace(cls, time_difference_ms: int) -> SlidingWindows:
+        return cls.of_time_difference_and_grace(time_difference_ms, 0)
+
+
+@dataclass(frozen=True)
+class JoinWindows:
+    """The time difference allowed between two joined records, and a grace period for
+    out-of-order records (Kafka Streams' ``JoinWindows``).
+
+    A left record at ``t`` joins right records in ``[t - before, t + after]``.
+
+    >>> JoinWindows.of_time_difference_and_grace(100, 10)
+    JoinWindows(before=100, after=100, grace=10)
+    >>> JoinWindows.of_time_difference_with_no_grace(100).before(0)
+    JoinWindows(before=0, after=100, grace=0)
+    """
+
+    before_ms: int
+    after_ms: int
+    grace_ms: int = 0
+
+    @classmethod
+    def of_time_difference_and_grace(cls, time_difference_ms: int,
+                                     grace_ms: int) -> JoinWindows:
+        if time_difference_ms < 0 or grace_ms < 0:
+            raise ValueError("time difference and grace must not be negative")
+        return cls(time_difference_ms, time_difference_ms, grace_ms)
+
+    @classmethod
+    def of_time_difference_with_no_grace(cls, time_difference_ms: int) -> JoinWindows:
+        return cls.of_time_difference_and_grace(time_difference_ms, 0)
+
+    of_time_difference_without_grace = of_time_difference_with_no_grace
+
+    def before(self, time_difference_ms: int) -> JoinWindows:
+        """The same windows, reaching ``time_difference_ms`` back from a left record."""
+        return self._checked(JoinWindows(time_difference_ms, self.after_ms, self.grace_ms))
+
+    def after(self, time_difference_ms: int) -> JoinWindows:
+        """The same windows, reaching ``time_difference_ms`` ahead of a left record."""
+        return self._checked(JoinWindows(self.before_ms, time_difference_ms, self.grace_ms))
+
+    @staticmethod
+    def _checked(w: JoinWindows) -> JoinWindows:
+        if w.before_ms + w.after_ms < 0:
+            raise ValueError("window size (before + after) must not be negative")
+        return w
+
+    @property
+    def size(self) -> int:
+        return self.before_ms + self.after_ms
+
+    @property
+    def retention(self) -> int:
+        """How long a side's window store keeps a record: size plus grace."""
+        return self.size + self.grace_ms
+
+    def __repr__(self) -> str:
+        return (f"JoinWindows(before={self.before_ms}, after={self.after_ms}, "
+                f"grace={self.grace_ms})")
+
+
+@dataclass(frozen=True)
+class BufferConfig:
+    """Bounds of a suppression buffer: ``max_records`` and ``max_bytes`` (``None``: unbounded),
+    and what to do when full. Waiting for windows to close allows only ``shutdown_when_full``:
+    emitting early would not be final.
+
+    >>> BufferConfig.max_records_of(10_000).shutdown_when_full()
+    BufferConfig(max_records=10000, max_bytes=None, when_full='shutdown')
+    """
+
+    max_records: int | None = None
+    max_bytes: int | None = None
+    when_full: str = "shutdown"
+
+    @classmethod
+    def unbounded(cls) -> BufferConfig:
+        return cls()
+
+    @classmethod
+    def max_records_of(cls, records: int) -> BufferConfig:
+        return cls(max_records=records)
+
+    @classmethod
+    def max_bytes_of(cls, size: int) -> BufferConfig:
+        return cls(max_bytes=size)
+
+    def shutdown_when_full(self) -> BufferConfig:
+        return BufferConfig(self.max_records, self.max_bytes, "shutdown")
+
+    def emit_early_when_full(self) -> BufferConfig:
+        return BufferConfig(self.max_records, self.max_bytes, "emit_early")
+
+
+@dataclass(frozen=True)
+class Suppressed:
+    """What ``KTable.suppress`` holds back.
+
+    >>> Suppressed.until_window_closes(BufferConfig.max_records_of(100)).buffer
+    BufferConfig(max_records=100, max_bytes=None, when_full='shutdown')
+    """
+
+    buffer: BufferConfig
+    time_limit: int | None = None  # None: until the window closes
+
+    @classmethod
+    def until_window_closes(cls, buffer: BufferConfig | None = None) -> Suppressed:
+        buffer = buffer or BufferConfig.unbounded()
+        if buffer.when_full != "shutdown":
+            raise ValueError("until_window_closes needs a buffer that shuts down when full: "
+                             "emitting early would not be a final result")
+        return cls(buffer)
+
+    @classmethod
+    def until_time_limit(cls, time_to_wait_for_more_records: int,
+                         buffer: BufferConfig | None = None) -> Suppressed:
+        """Hold each key's changes for ``time_to_wait_for_more_records`` ms of stream time after
+        its first held change, then forward its latest value (any table, windowed or not). A
+        full buffer shuts down, or with ``emit_early_when_full()`` forwards its oldest keys.
+
+        >>> Suppressed.until_time_limit(60_000, BufferConfig.max_records_of(1000)
+        ...                             .emit_early_when_full()).time_limit
+        60000
+        """
+        if time_to_wait_for_more_records < 0:
+            raise ValueError("the time limit must not be negative")
+        return cls(buffer or BufferConfig.unbounded(), time_to_wait_for_more_records)
+
+
+@dataclass(frozen=True)
+class EmitStrategy:
+    """When a windowed aggregation forwards its results (Kafka Streams' KIP-825):
+    ``on_window_update()`` (the default: every change) or ``on_window_close()`` (one final
+    result per window, like ``suppress(Suppressed.until_window_closes())``).
+
+    >>> EmitStrategy.on_window_close()
+    EmitStrategy(final=True)
+    """
+
+    final: bool = False
+
+    @classmethod
+    def on_window_close(cls) -> EmitStrategy:
+        return cls(True)
+
+    @classmethod
+    def on_window_update(cls) -> EmitStrategy:
+        return cls(False)

@@ -219,7 +219,7 @@ def run_streamtable(args: argparse.Namespace) -> dict[str, Any]:
 
 class ServingSink:
     """foreachBatch: the store changes into a SqliteServingStore, once per batch id (as
-    StreamsApp._write_results does)."""
+    the Spark runtime's MicroBatches does)."""
 
     def __init__(self, path: str) -> None:
         from streamtable.serving.sqlite import SqliteServingStore

@@ -108,7 +108,7 @@ def test_the_source_planner_and_readers_carry_the_settings(tmp_path):
     # executors: the stages read their ranges themselves, and a source in read.mode=records
     # reads the records in its own tasks
     with pytest.raises(KafkaException, match=UNSUPPORTED):
-        list(app._range_reader().read("in", 0, 0, 1))
+        list(app._micro_batches().range_reader().read("in", 0, 0, 1))
     records_mode = KafkaStreamReader({**options, "read.mode": "records"})
     with pytest.raises(KafkaException, match=UNSUPPORTED):
         list(records_mode.read(KafkaInputPartition("in", 0, 0, 1)))

@@ -1,9 +1,11 @@
 """StreamsApp: a topology running as one Spark Structured Streaming query.
 
-Each micro-batch runs every sub-topology as a stage: the stage's records are routed to their
-task (the source partition, or the hash of the key for repartitioned records), each task runs the
-shared processors over its records and commits its state (see ``state.py``), and the records for
-Kafka and the changes of queryable stores are written once per batch id.
+Each micro-batch runs every sub-topology as a stage (``batches.py`` plans and runs it): the
+stage's records are routed to their task (the source partition, or the hash of the key for
+repartitioned records), each task runs the shared processors over its records through the batch
+host and commits its state (see ``engine/batch.py`` and ``state/persistence.py``), and the
+records for Kafka and the changes of queryable stores are written once per batch id. The app
+itself keeps the query's lifecycle, its plan, settings, metrics and the serving store.
 
 Global tables (``StreamsBuilder.global_table``): the query reads a global table's topic like any
 other, but no stage takes it as partitioned input. Each micro-batch first runs one task over all
@@ -46,11 +48,10 @@ from streamtable.engine.ports import (
 )
 from streamtable.errors import ApplicationFailedError
 from streamtable.kafka.output import KafkaOutput
-from streamtable.kafka.ranges import OffsetRange, RangeReader
-from streamtable.runtime.spark import dataflow, shipping
-from streamtable.runtime.spark.offsets import batch_ranges
+from streamtable.runtime.spark import shipping
+from streamtable.runtime.spark.batches import MicroBatches
 from streamtable.runtime.spark.placement import check_shared_location
-from streamtable.runtime.spark.plan import QueryPlan, StagePlan, plan_query, routing_labels
+from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
 from streamtable.runtime.spark.process.startup import fast_checkpoint_files, warm_up_python_workers
 from streamtable.runtime.spark.progress import (
     CountsParam,
@@ -58,17 +59,10 @@ from streamtable.runtime.spark.progress import (
     partition_lag,
     stop_listening,
 )
-from streamtable.runtime.spark.stage import (
-    KIND_EXTERNAL,
-    KIND_STORE,
-    StageRunner,
-    batch_context,
-    batch_context_key,
-)
 from streamtable.serving import configured_serving_store
 from streamtable.serving.metrics import AppMetrics
 from streamtable.state.persistence import FileTaskStatePersistence
-from streamtable.storage import join, storage_at
+from streamtable.storage import join
 from streamtable.topology.fingerprint import check_topology_unchanged
 from streamtable.topology.graph import Topology
 
@@ -153,8 +147,7 @@ class StreamsApp:
         self._warm_up: Any = None
         self._run: str | None = None  # the run id, read from the checkpoint once
         self._plan: QueryPlan | None = None
-        self._flow: dataflow.Dataflow | None = None  # the prepared plan of ranges batches
-        self._flow_lock = threading.Lock()
+        self._batches: MicroBatches | None = None  # runs the micro-batches of the plan
         self._blob = shipping.dumps(topology)
         self.last_batch_seconds = 0.0
         self.batches = 0
@@ -162,9 +155,6 @@ class StreamsApp:
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.metrics = AppMetrics(self.application_id)
         self._counts: Any = None  # the tasks' counts: a Spark accumulator (see metrics)
-        # set when batches come from the Kafka source, which gives one Spark partition per
-        # Kafka partition: a stage reading one topic then needs no shuffle to reach its tasks
-        self._source_by_partition = False
 
     # -- setup -----------------------------------------------------------------------------
     @property
@@ -228,7 +218,7 @@ class StreamsApp:
             if stage.partitions not in plan.labels:
                 plan.labels[stage.partitions] = routing_labels(stage.partitions)
         self._plan = plan
-        self._flow = None
+        self._batches = None
         return plan
 
     def _setup_topics(self) -> dict[str, int]:
@@ -263,120 +253,36 @@ class StreamsApp:
         return self._output
 
     # -- one micro-batch -------------------------------------------------------------------
+    def _micro_batches(self) -> MicroBatches:
+        """The runner of this query's micro-batches (made again when the plan changes)."""
+        if self._batches is None:
+            plan = self._plan or self.prepare()
+            self._batches = MicroBatches(
+                self.topology, plan, self.config, blob=self._blob, task_state=self.task_state,
+                spark=lambda: self.spark, output=self._writer, serving=self.serving,
+                metrics=self.metrics, counts=self._task_counts,
+                checkpoint_dir=self.checkpoint_dir, shared_location=self.shared_location,
+                clock=self.clock)
+        return self._batches
+
     def process_batch(self, df: Any, batch_id: int) -> None:
-        """Run every stage over one micro-batch (``foreachBatch``); ``df`` has the Kafka
-        source's columns (topic, partition, offset, timestamp, key, value, headers), or, from
-        a source in ``read.mode=ranges``, one offset range per topic partition (topic,
-        partition, start, end) that the stage's tasks read themselves."""
-        plan = self._plan or self.prepare()
-        started = time.monotonic()
-        counts = self._task_counts()
-        counts.value = Counter()
-        punctuating = any(s.punctuates for s in plan.stages)
-        wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
-        ranges = (batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id,
-                               self._initial_offsets_file) if "end" in df.columns else None)
-        if ranges is not None:
-            flow = self._prepared_flow(plan, ranges)
-            df.sparkSession.sparkContext.setLocalProperty(
-                batch_context_key(self.application_id),
-                batch_context(batch_id, wall_clock, ranges))
-        else:
-            # records, or ranges the driver cannot tell: a plan over this batch's DataFrame
-            ranged = "end" in df.columns
-            source = dataflow.range_source(df) if ranged else dataflow.record_source(df)
-            flow = dataflow.build(self.topology, plan, source,
-                                  self._runner_factory(plan, batch_id, wall_clock),
-                                  by_partition=ranged and self._source_by_partition,
-                                  distributed=self._distributed_output() is not None)
-            if (not ranged and sum(1 for s in plan.stages if s.external_inputs)
-                    + len(flow.globals) > 1):
-                flow.cached.insert(0, source)
-        table = flow.collect()
-        if ranges is not None:
-            flow.plan_ahead()  # the prepared flow runs again next batch
-        computed = time.monotonic()
-        self._write_results(batch_id, table)
-        self.last_batch_seconds = time.monotonic() - started
-        self.metrics.record_batch(self.last_batch_seconds, counts.value)
-        log.debug("batch %d: stages %.2f s, output %.2f s (%d rows)", batch_id,
-                  computed - started, self.last_batch_seconds - (computed - started),
-                  table.num_rows)
+        """Run every stage over one micro-batch (``foreachBatch``; see
+        :class:`~streamtable.runtime.spark.batches.MicroBatches`)."""
+        batches = self._micro_batches()
+        batches.process(df, batch_id)
+        self.last_batch_seconds = batches.last_batch_seconds
         self.batches += 1
 
-    def _prepared_flow(self, plan: QueryPlan, ranges: list[OffsetRange]) -> dataflow.Dataflow:
-        """The query's prepared plan (see ``dataflow``), made again only when a batch has a
-        partition it has no row for (a topic that gained partitions)."""
-        with self._flow_lock:
-            return self._prepare_flow(plan, ranges)
-
-    def _prepare_in_background(self, plan: QueryPlan) -> None:
-        try:
-            self._prepared_flow(plan, [])
-        except Exception as e:  # the first batch that needs it makes it, and reports errors
-            log.debug("preparing the batches' plan failed: %s", e)
-
-    def _prepare_flow(self, plan: QueryPlan, ranges: list[OffsetRange]) -> dataflow.Dataflow:
-        flow = self._flow
-        wanted = {(t, p) for t, p, _, _ in ranges}
-        if flow is None or not wanted <= flow.partitions:
-            known = {(t, p) for t in plan.source_topics + self.topology.global_topics
-                     for p in range(plan.topic_partitions.get(t, 0))}
-            partitions = wanted | known | (flow.partitions if flow else set())
-            spark = self.spark
-            flow = dataflow.build(self.topology, plan,
-                                  dataflow.prepared_source(spark, partitions),
-                                  self._runner_factory(plan, None, 0),
-                                  by_partition=self._source_by_partition,
-                                  distributed=self._distributed_output() is not None)
-            flow.partitions = frozenset(partitions)
-            flow.plan_ahead()
-            self._flow = flow
-        return flow
-
-    @property
-    def _initial_offsets_file(self) -> Path:
-        return self.checkpoint_dir / "query-initial-offsets.json"
-
-    def _runner_factory(self, plan: QueryPlan, batch_id: int | None,
-                        wall_clock: int) -> dataflow.RunnerFactory:
-        """Makes the stage runners of one batch, or (``batch_id=None``) of a prepared flow,
-        whose runners read the batch from the batch context."""
-        def runner(subtopology: int, stage: StagePlan | None, streamed: bool) -> StageRunner:
-            # stage None: a global table's stage, which writes nothing to Kafka
-            queryable = (stage.queryable_stores if stage is not None else
-                         [s for s in self.topology.subtopology(subtopology).stores
-                          if self.topology.stores[s].queryable])
-            return StageRunner(
-                self._blob, subtopology, batch_id, self.task_state, self.config.as_dict(),
-                queryable, plan.topic_partitions,
-                streamed=streamed, output=None if stage is None else self._distributed_output(),
-                kafka=self._range_reader(), wall_clock_ms=wall_clock,
-                metrics=None if stage is None else self._task_counts())
-        return runner
-
-    def _range_reader(self) -> RangeReader:
-        """How stage tasks read the offset ranges of a ``read.mode=ranges`` batch."""
-        return RangeReader(self.config.kafka_client_config, read_timeout_s=self._task_timeout_s)
+    def _writer(self) -> OutputWriter | None:
+        """The output writer, or None for an application that writes to no topic."""
+        if not (self.topology.sink_topics or self.config.dead_letter_topic):
+            return None
+        return self._output_writer()
 
     @property
     def _task_timeout_s(self) -> float:
         """How long a batch waits for an unreachable Kafka before it fails."""
         return int(self.config["task.timeout.ms"]) / 1000
-
-    def _batch_wall_clock(self, batch_id: int) -> int:
-        """The wall-clock time of batch ``batch_id``: read if an earlier attempt recorded it,
-        else taken from the clock and recorded before any stage runs (Spark replays only the
-        last batch, so older records are dropped)."""
-        storage = storage_at(join(self.shared_location, "clock"))
-        name = f"{batch_id:012d}"
-        if storage.exists(name):
-            return int(storage.read(name))
-        now = int(self.clock())
-        storage.write(name, str(now).encode())
-        if batch_id >= 2:
-            storage.delete(f"{batch_id - 2:012d}")
-        return now
 
     def _task_counts(self) -> Any:
         if self._counts is None:
@@ -411,41 +317,6 @@ class StreamsApp:
         self.metrics.record_lag(partition_lag(progress))
         return self.metrics.total_lag
 
-    def _distributed_output(self) -> OutputWriter | None:
-        """The output writer when the tasks write their records themselves (see
-        ``OutputWriter``), else None (none needed, or one the driver calls)."""
-        if not (self.topology.sink_topics or self.config.dead_letter_topic):
-            return None
-        output = self._output_writer()
-        return output if getattr(output, "distributed", False) else None
-
-    def _write_results(self, batch_id: int, table: Any) -> None:
-        kinds = table.column("kind").to_pylist()
-        topics = table.column("topic").to_pylist()
-        keys = table.column("key").to_pylist()
-        values = table.column("value").to_pylist()
-        partitions = table.column("partition").to_pylist()
-        external = []
-        store_changes = []
-        if any(k == KIND_EXTERNAL for k in kinds):
-            timestamps = table.column("timestamp").to_pylist()
-            headers = table.column("headers").to_pylist()
-            for i, kind in enumerate(kinds):
-                if kind == KIND_EXTERNAL:
-                    external.append({
-                        "topic": topics[i], "key": keys[i], "value": values[i],
-                        "timestamp": timestamps[i], "partition": partitions[i],
-                        "headers": [(h["key"], h["value"]) for h in headers[i] or ()],
-                    })
-        for i, kind in enumerate(kinds):
-            if kind == KIND_STORE:
-                store_changes.append((topics[i], keys[i], values[i], partitions[i]))
-        if external:
-            self._output_writer().write(batch_id, external)
-        self.serving.apply(batch_id, store_changes)
-        log.debug("batch %d: %d records out, %d store changes", batch_id, len(external),
-                  len(store_changes))
-
     # -- the streaming query ---------------------------------------------------------------
     def source_options(self, plan: QueryPlan) -> dict[str, str]:
         """The options of the ``streamtable-kafka`` source reading ``plan``'s topics, the Kafka
@@ -459,7 +330,7 @@ class StreamsApp:
                    "read.mode": "ranges",
                    "task.timeout.ms": str(self.config["task.timeout.ms"]),
                    # the start of a new query's first batch, for its ranges (see offsets.py)
-                   "initial.offsets.file": str(self._initial_offsets_file)}
+                   "initial.offsets.file": str(self._micro_batches().initial_offsets_file)}
         for key, value in self.config.kafka_client_config.items():
             if key != "bootstrap.servers":
                 options[f"kafka.{key}"] = str(value)
@@ -488,30 +359,33 @@ class StreamsApp:
                                  self.application_id)
         spark = self.spark
         plan = self.prepare()
+        batches = self._micro_batches()
+        writer = self._writer()
         self._warm_up = warm_up_python_workers(
-            spark, max(s.partitions for s in plan.stages), self._distributed_output())
+            spark, max(s.partitions for s in plan.stages),
+            writer if getattr(writer, "distributed", False) else None)
         register(spark)
         reader = spark.readStream.format("streamtable-kafka")
         for key, value in self.source_options(plan).items():
             reader = reader.option(key, value)
         interval = int(self.config["commit.interval.ms"])
-        writer = (reader.load().writeStream
+        stream = (reader.load().writeStream
                   .queryName(self.application_id)
                   .option("checkpointLocation", str(self.checkpoint_dir / "query"))
                   .foreachBatch(self.process_batch))
         if available_now:
-            writer = writer.trigger(availableNow=True)
+            stream = stream.trigger(availableNow=True)
         else:
             if interval > 0:
-                writer = writer.trigger(processingTime=f"{interval} milliseconds")
+                stream = stream.trigger(processingTime=f"{interval} milliseconds")
         fast_checkpoint_files(spark)
         listen_to_progress(spark, self.application_id, self._on_progress)
         check_shared_location(spark, self.shared_location)
-        self._source_by_partition = True
+        batches.source_by_partition = True
         self._failure = None
-        self._query = writer.start()
+        self._query = stream.start()
         # the batches' plan, made while the query starts (py4j calls: ~0.3 s on a cold JVM)
-        threading.Thread(target=self._prepare_in_background, args=(plan,), daemon=True,
+        threading.Thread(target=batches.prepare_in_background, daemon=True,
                          name="streamtable-plan").start()
         log.info("started %s on %s: %d stages, tasks %s", self.application_id,
                  spark.sparkContext.master, len(plan.stages),

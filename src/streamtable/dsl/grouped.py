@@ -197,7 +197,12 @@ class _WindowedKStream(Generic[W]):
 
 class _NonMergingWindowedKStream(_WindowedKStream[W]):
     """Time and sliding windows, which never merge: ``count`` and ``reduce`` are aggregations
-    per window."""
+    per window. A subclass names its node (``_prefix``), its operator and how many ms after
+    its grace period a window is final."""
+
+    _prefix: str
+    _operator: Callable[..., Any]
+    _final_after_grace: int
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
@@ -215,22 +220,21 @@ class _NonMergingWindowedKStream(_WindowedKStream[W]):
                   materialized: Materialized | str | None = None, *,
                   named: str | None = None) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per window."""
-        raise NotImplementedError
+        windows = self._windows
+        operator = self._operator
+        return self._windowed(
+            materialized, self._prefix,
+            lambda s, r: operator(s, windows, initializer, aggregator, r), named,
+            windows.grace + self._final_after_grace,
+        )
 
 
 class TimeWindowedKStream(_NonMergingWindowedKStream[TimeWindows]):
     """A grouped stream with time windows: ``count``, ``reduce``, ``aggregate`` per window."""
 
-    def aggregate(self, initializer: Callable[[], Any],
-                  aggregator: Callable[[Any, Any, Any], Any],
-                  materialized: Materialized | str | None = None, *,
-                  named: str | None = None) -> KTable:
-        windows = self._windows
-        return self._windowed(
-            materialized, "KSTREAM-WINDOWED-AGGREGATE",
-            lambda s, r: WindowedAggregate(s, windows, initializer, aggregator, r), named,
-            windows.grace,
-        )
+    _prefix = "KSTREAM-WINDOWED-AGGREGATE"
+    _operator = WindowedAggregate
+    _final_after_grace = 0
 
 
 class SlidingWindowedKStream(_NonMergingWindowedKStream[SlidingWindows]):
@@ -244,18 +248,11 @@ class SlidingWindowedKStream(_NonMergingWindowedKStream[SlidingWindows]):
     ...     .reduce(lambda a, b: a + b, "payments-within-a-minute"))
     """
 
-    def aggregate(self, initializer: Callable[[], Any],
-                  aggregator: Callable[[Any, Any, Any], Any],
-                  materialized: Materialized | str | None = None, *,
-                  named: str | None = None) -> KTable:
-        windows = self._windows
-        # a sliding window includes its end: it is still open when stream time minus the
-        # grace period reaches its end, and final only one millisecond later
-        return self._windowed(
-            materialized, "KSTREAM-SLIDING-WINDOWED-AGGREGATE",
-            lambda s, r: SlidingWindowedAggregate(s, windows, initializer, aggregator, r),
-            named, windows.grace + 1,
-        )
+    _prefix = "KSTREAM-SLIDING-WINDOWED-AGGREGATE"
+    _operator = SlidingWindowedAggregate
+    # a sliding window includes its end: it is still open when stream time minus the grace
+    # period reaches its end, and final only one millisecond later
+    _final_after_grace = 1
 
 
 class SessionWindowedKStream(_WindowedKStream[SessionWindows]):

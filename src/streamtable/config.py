@@ -102,8 +102,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bootstrap.servers", "localhost:9092", "host:port[,host:port...]",
             "The Kafka brokers to connect to.", True, _text()),
     Setting("cache.max.bytes.buffering", 10 * 1024 * 1024, "an integer >= 0",
-            "Record cache size: 0 forwards every change of a KTable downstream; otherwise the "
-            "last change per key per micro-batch (as bytes, at 256 bytes per entry).",
+            "Record cache size: 0 forwards every change of a KTable downstream; otherwise "
+            "changes are held per key until the micro-batch ends, and a full cache forwards "
+            "its eldest change (counted at 256 bytes per entry, per table). Larger: fewer "
+            "intermediate updates downstream; smaller: less memory per task.",
             True, _integer(0)),
     Setting("commit.interval.ms", 1000, "an integer >= 0",
             "The micro-batch trigger interval (0: the next batch as soon as one ends).",

@@ -37,9 +37,11 @@ def _batch(offset: int, keys: list[str]) -> list[RawRecord]:
             for i, k in enumerate(keys)]
 
 
-def _run(files: FileTaskStatePersistence, batch: int, records: list[RawRecord]):
+def _run(files: FileTaskStatePersistence, batch: int, records: list[RawRecord],
+         cache_bytes: int = 10 * 1024 * 1024):
     topology = _topology()
-    config = StreamsConfig({"application.id": "batch-host"})
+    config = StreamsConfig({"application.id": "batch-host",
+                            "cache.max.bytes.buffering": cache_bytes})
     sent = _Sent()
     result = run_task_batch(topology, wire(topology, config), 0, 0, batch, config=config,
                             persistence=files, collector=sent,
@@ -56,6 +58,31 @@ def test_a_replayed_batch_redoes_exactly_what_its_first_attempt_did():
     assert first[1]["counts"] == {"a": (3, 103), "c": (1, 104)}
     sent, changes = _run(files, 2, _batch(5, ["a"]))
     assert changes["counts"] == {"a": (4, 105)}  # from batch 1's state, counted once
+
+
+def test_a_full_record_cache_forwards_its_eldest_change_within_a_batch():
+    """The cache holds what ``cache.max.bytes.buffering`` allows (here 3 entries of 256
+    bytes), not a batch's every key: a full cache forwards its eldest change, and the final
+    table is the one without caching."""
+    keys = [f"k{i}" for i in range(10)] * 3
+    records = _batch(0, keys) + _batch(30, ["k0"])
+
+    def run(cache_bytes: int) -> tuple[dict[bytes | None, bytes | None], int, dict[str, Any]]:
+        sent, changes = _run(FileTaskStatePersistence(f"memory://{uuid.uuid4().hex}"), 0,
+                             records, cache_bytes)
+        return {key: value for _, key, value, _ in sent}, len(sent), changes
+
+    unbounded, unbounded_sent, unbounded_changes = run(10 * 1024 * 1024)
+    bounded, bounded_sent, bounded_changes = run(3 * 256)
+    uncached, uncached_sent, uncached_changes = run(0)
+    assert unbounded_sent == 10  # the last change of each key, at the commit
+    assert uncached_sent == len(records)
+    # 10 keys cycling through a 3-entry cache: every key is evicted before it comes again,
+    # so each record's change leaves the cache (the last 3 at the commit)
+    assert bounded_sent == len(records)
+    assert bounded == unbounded == uncached
+    assert bounded[b'"k0"'] == b"4"
+    assert bounded_changes == unbounded_changes == uncached_changes
 
 
 def test_a_rebuilt_working_copy_gives_what_the_reused_one_gives():

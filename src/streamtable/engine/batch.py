@@ -34,7 +34,6 @@ the first attempt did.
 from __future__ import annotations
 
 import gc
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -102,9 +101,10 @@ def _run(topology: Topology, wiring: Wiring, sub: SubTopology, task_id: int, bat
     global_stores = {name: g.create(topology.stores[name], 0)
                      for gid, g in zip(keepers, global_states, strict=True)
                      for name in topology.subtopology(gid).stores}
+    # the record caches hold at most cache.max.bytes.buffering, as in record mode: a full
+    # cache forwards its eldest change, so a batch's memory does not grow with its size
     task = Task(topology, sub, task_id, config, state, collector, dict(topic_partitions or {}),
-                # with caching, the last change per key per batch: never evict early
-                cache_max_entries=sys.maxsize, wiring=wiring, global_stores=global_stores,
+                wiring=wiring, global_stores=global_stores,
                 wall_clock_ms=wall_clock_ms if started_ms is None else started_ms)
     task.wall_clock_ms = wall_clock_ms
     task.stream_time = state.stream_time

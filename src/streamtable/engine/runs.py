@@ -15,8 +15,9 @@ It takes a run only when every record of it would take that path, and checks bef
 anything: it decodes every key and value (a record that fails still fails, in the record-at-a-
 time path the task then takes for the run, with its handler), and it hands the run back when a
 record has no valid timestamp or a null key, when a record deletes a row that is absent when it
-comes (Kafka Streams forwards that at once, not through the cache), when the cache could evict,
-or when debug logging of out-of-order updates is on.
+comes (Kafka Streams forwards that at once, not through the cache), when its keys would fill the
+cache past its bound (``cache.max.bytes.buffering``: the record-at-a-time path then forwards the
+eldest held changes, as a full cache does), or when debug logging of out-of-order updates is on.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ class TableRun:
             return False
         forwarder = self._table.forwarder
         pending = self._pending
-        if len(forwarder) + len(pending) + n > forwarder.max_entries:
-            return False
+        # the cache cannot evict while every key of the run is held or pending, or finds room
+        might_evict = len(forwarder) + len(pending) + n > forwarder.max_entries
         topic = run.topic
         try:
             keys = self._decode_keys(topic, run.keys)
@@ -91,6 +92,8 @@ class TableRun:
             newest = zip(values, run.offsets, timestamps, run.keys, run.values, run.headers,
                          repeat(topic), repeat(run.partition), strict=False)
             latest = dict(zip(keys, newest, strict=True))  # the newest record of each key
+            if might_evict and self._would_evict(latest):
+                return False
         except Exception:
             # an undecodable record, an unhashable key: the record-at-a-time path names the
             # record and applies the handler
@@ -100,6 +103,15 @@ class TableRun:
         task.context.advance_stream_time(max(timestamps))
         task.current_raw = run.record(n - 1)
         return True
+
+    def _would_evict(self, latest: Pending) -> bool:
+        """Whether holding the keys of ``latest`` after the pending ones fills the cache past
+        its bound (the record-at-a-time path would then forward its eldest changes)."""
+        forwarder = self._table.forwarder
+        pending = self._pending
+        held = len(forwarder) + sum(1 for key in pending if key not in forwarder)
+        held += sum(1 for key in latest if key not in pending and key not in forwarder)
+        return held > forwarder.max_entries
 
     def _deletes_present(self, keys: list[Any], values: list[Any]) -> bool:
         """Whether every deletion among ``values`` finds its row present when it comes."""

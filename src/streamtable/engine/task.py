@@ -44,7 +44,8 @@ class Task:
     ``wiring`` is the application's resolved wiring (:func:`~streamtable.engine.wiring.wire`),
     computed once and shared by all tasks; ``topic_partitions`` gives the partition counts of
     real topics as the host knows them (1 when absent); ``cache_max_entries`` bounds each
-    table's record cache (a batch host never evicts early: the last change per key per batch);
+    table's record cache (``cache.max.bytes.buffering`` by default; a full cache forwards its
+    eldest change);
     ``global_stores``: the stores of global tables the sub-topology reads (kept by the host).
     ``wall_clock_ms`` is the host's clock (the host sets ``task.wall_clock_ms`` as it moves):
     wall-clock punctuations are checked against it by :meth:`punctuate_wall_clock`.

@@ -99,3 +99,7 @@ class ChangeForwarder:
 
     def __len__(self) -> int:
         return len(self._dirty)
+
+    def __contains__(self, key: Any) -> bool:
+        """Whether a change of ``key`` is held."""
+        return key in self._dirty

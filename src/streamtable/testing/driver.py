@@ -13,7 +13,8 @@ runs the sub-topologies one after the other, each as one task per partition grou
 ``i`` of its source topics; a repartitioned record goes to the task the runtime's shuffle gives
 it), each task over its records of the batch in Kafka Streams' partition-group order, with its
 state checked out, committed and checked in through the task-state persistence (in memory), so
-with caching the last change per key per batch.
+with caching the last change per key per batch (or earlier, when a full cache forwards its
+eldest change).
 """
 
 from __future__ import annotations

@@ -84,7 +84,8 @@ class StreamsApp:
 
     Settings use Kafka Streams' keys: ``application.id``, ``bootstrap.servers``,
     ``commit.interval.ms`` (the trigger interval), ``cache.max.bytes.buffering`` (0: forward every
-    change; otherwise the last change per key per batch), ``default.key.serde`` ...; and
+    change; otherwise the last change per key per batch, or earlier when the cache is full),
+    ``default.key.serde`` ...; and
     ``max.records.per.batch`` caps a micro-batch (the throughput/latency dial).
 
     Where things live: ``state.dir`` is this machine's directory (the query's checkpoint, the

@@ -125,3 +125,27 @@ def test_deleting_a_left_row_that_never_joined_emits_a_tombstone_without_caching
     orders.pipe_input(1, {"item": "a", "product": "p1"})
     orders.pipe_input(1, None)
     assert out.read_key_values() == []
+
+
+@pytest.mark.parametrize("left_join", [False, True])
+def test_a_right_row_created_and_deleted_within_one_commit_leaves_no_stale_join(left_join):
+    """An order joins a product created and deleted within one micro-batch: the product's
+    cache must not drop the row unseen, or the order keeps a join result for a product that
+    no longer exists (Kafka Streams' cache drops it; streamtable forwards its creation first)."""
+    b = StreamsBuilder()
+    ref = b.table("ref")
+    joined = b.table("orders").__getattribute__("left_join" if left_join else "join")(
+        ref, lambda o, r: (o["item"], None if r is None else r["price"]),
+        foreign_key_extractor=lambda o: o["product"], materialized="joined")
+    joined.to_stream().to("out", value_serde="pickle")
+    driver = TopologyTestDriver(b.build(), {"cache.max.bytes.buffering": 10**7},
+                                batch_mode=True)
+    orders, ref_in = driver.create_input_topic("orders"), driver.create_input_topic("ref")
+    out = driver.create_output_topic("out", value_serde="pickle")
+    ref_in.pipe_input("p1", {"price": 10}, timestamp=1)
+    orders.pipe_input(1, {"item": "a", "product": "p1"}, timestamp=2)  # joins price 10
+    ref_in.pipe_input("p1", None, timestamp=3)
+    driver.run_batch()
+    final = {1: ("a", None)} if left_join else {}
+    assert driver.get_key_value_store("joined").to_dict() == final
+    assert {k: v for k, v in out.read_key_values_to_map().items() if v is not None} == final

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamtable import StreamsBuilder, TopologyTestDriver
+from streamtable import Materialized, StreamsBuilder, TopologyTestDriver
 from streamtable.errors import TopologyError
 
 # (timestamp, side, value) and the documented output per join (absent: no output; None: a
@@ -78,3 +78,27 @@ def test_joining_an_unmaterialized_table_says_what_to_do():
     derived = b.table("a").filter(lambda k, v: True)
     with pytest.raises(TopologyError, match="materialized"):
         b.table("b").join(derived, lambda x, y: (x, y))
+
+
+@pytest.mark.parametrize("materialized", [None, "joined"])
+@pytest.mark.parametrize("mode", ["inner", "left", "outer"])
+def test_a_row_created_and_deleted_within_one_commit_leaves_no_stale_join(mode, materialized):
+    """The right row joins a left row and is deleted within one micro-batch: the right table's
+    cache must not drop the row unseen, or the join keeps a result made from it. (The left
+    table forwards at once: with both cached, the join runs at the commit, after the
+    deletion.)"""
+    b = StreamsBuilder()
+    left = b.table("left", Materialized.as_("left-rows").with_caching_disabled())
+    right = b.table("right")
+    join = {"inner": left.join, "left": left.left_join, "outer": left.outer_join}[mode]
+    join(right, lambda lv, rv: [lv, rv], materialized=materialized).to_stream().to("out")
+    driver = TopologyTestDriver(b.build(), {"cache.max.bytes.buffering": 10_000_000},
+                                batch_mode=True)
+    inputs = {s: driver.create_input_topic(s) for s in ("left", "right")}
+    out = driver.create_output_topic("out")
+    inputs["right"].pipe_input("x", "r", timestamp=1)
+    inputs["left"].pipe_input("x", "l", timestamp=2)  # joins "r"
+    inputs["right"].pipe_input("x", None, timestamp=3)
+    driver.run_batch()
+    final = {} if mode == "inner" else {"x": ["l", None]}
+    assert {k: v for k, v in out.read_key_values_to_map().items() if v is not None} == final

@@ -15,7 +15,8 @@ It takes a run only when every record of it would take that path, and checks bef
 anything: it decodes every key and value (a record that fails still fails, in the record-at-a-
 time path the task then takes for the run, with its handler), and it hands the run back when a
 record has no valid timestamp or a null key, when a record deletes a row that is absent when it
-comes (Kafka Streams forwards that at once, not through the cache), when its keys would fill the
+comes (Kafka Streams forwards that at once, not through the cache) or a row of a table that a
+join reads (its cache may forward the row's creation first), when its keys would fill the
 cache past its bound (``cache.max.bytes.buffering``: the record-at-a-time path then forwards the
 eldest held changes, as a full cache does), or when debug logging of out-of-order updates is on.
 """
@@ -87,7 +88,8 @@ class TableRun:
             if len(keys) != n or len(values) != n:
                 raise ValueError(f"a deserializer returned {len(keys)} keys and {len(values)} "
                                  f"values for {n} records")
-            if None in keys or (None in values and not self._deletes_present(keys, values)):
+            if None in keys or (None in values and (forwarder.read_elsewhere
+                                                    or not self._deletes_present(keys, values))):
                 return False
             newest = zip(values, run.offsets, timestamps, run.keys, run.values, run.headers,
                          repeat(topic), repeat(run.partition), strict=False)

@@ -145,8 +145,9 @@ class Task:
         return self.config.caching_enabled if spec.caching is None else spec.caching
 
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
+        readers = sum(store_name in self.topology.nodes[n].stores for n in self.subtopology.nodes)
         fw = ChangeForwarder(processor, self.caching_enabled(store_name), self.cache_max_entries,
-                             self)
+                             self, read_elsewhere=readers > 1)
         self.register_flush(fw.flush)
         return fw
 

@@ -33,16 +33,24 @@ class ChangeForwarder:
     A held change remembers the input record that caused it: when the operators it is
     forwarded to fail at a commit, the error names that record and goes through the task's
     processing exception handler like any other.
+
+    A table whose store other operators read (a join looks rows up in it) never lets a row
+    that was created and deleted within one commit vanish unseen: a join may have joined it, so
+    the deletion forwards its creation first (as if the cache had evicted it) and then holds
+    the deletion, which retracts what was joined. Kafka Streams' cache drops such a row, and a
+    join result made from it stays (e.g. a foreign-key join's row for a customer that no
+    longer exists).
     """
 
-    __slots__ = ("_processor", "caching", "max_entries", "_dirty", "_host")
+    __slots__ = ("_processor", "caching", "max_entries", "_dirty", "_host", "read_elsewhere")
 
     def __init__(self, processor: Processor, caching: bool, max_entries: int,
-                 host: FlushHost) -> None:
+                 host: FlushHost, read_elsewhere: bool = False) -> None:
         self._processor = processor
         self.caching = caching
         self.max_entries = max(1, max_entries)
         self._host = host
+        self.read_elsewhere = read_elsewhere
         # key -> [first old value, newest value, timestamp, headers, cause]; insertion ordered
         # (an OrderedDict: evicting the eldest of a plain dict gets slower with every deletion)
         self._dirty: OrderedDict[Any, list[Any]] = OrderedDict()
@@ -60,10 +68,17 @@ class ChangeForwarder:
         """Hold a change caused by ``cause``: the key's first held change keeps ``old``, a later
         one replaces the newest value, timestamp, headers and cause (for several records of
         ``key`` applied at once, ``old`` is the value before the first of them). Never
-        evicts: the caller checks the room."""
+        evicts: the caller checks the room (a row created and deleted within the commit of a
+        store read elsewhere is forwarded, see the class)."""
         entry = self._dirty.get(key)
         if entry is None:
             self._dirty[key] = [old, new, timestamp, headers, cause]
+        elif (new is None and entry[0] is None and entry[1] is not None
+              and self.read_elsewhere):
+            del self._dirty[key]
+            created = entry[1]
+            self._emit(key, created, None, entry[2], entry[3], entry[4])
+            self._dirty[key] = [created, None, timestamp, headers, cause]
         else:
             entry[1] = new
             entry[2] = timestamp

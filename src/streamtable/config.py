@@ -146,6 +146,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max.records.per.batch", 1_000_000, "an integer >= 1",
             "The cap of one micro-batch (Spark runtime): large batches when behind, small "
             "when caught up.", False, _integer(1)),
+    Setting("worker.memory.budget.bytes", 512 * 1024 * 1024, "an integer >= 0",
+            "What one Python worker may add to its memory while it runs a task of a "
+            "micro-batch (Spark runtime, Linux): after each batch the next one is sized from "
+            "the largest growth measured, never above max.records.per.batch. Smaller: less "
+            "memory, smaller batches (each costs a fixed ~0.3 s); 0: batches sized by "
+            "max.records.per.batch alone.", False, _integer(0)),
     Setting("first.batch.records", None, "an integer >= 1, or unset",
             "The first batch after a start, growing fourfold per batch up to "
             "max.records.per.batch: early first results for an application that starts behind, "

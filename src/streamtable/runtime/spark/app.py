@@ -331,7 +331,9 @@ class StreamsApp:
                    "read.mode": "ranges",
                    "task.timeout.ms": str(self.config["task.timeout.ms"]),
                    # the start of a new query's first batch, for its ranges (see offsets.py)
-                   "initial.offsets.file": str(self._micro_batches().initial_offsets_file)}
+                   "initial.offsets.file": str(self._micro_batches().initial_offsets_file),
+                   # the next batch's size under the workers' memory budget (see budget.py)
+                   "batch.limit.file": str(self._micro_batches().batch_limit_file)}
         for key, value in self.config.kafka_client_config.items():
             if key != "bootstrap.servers":
                 options[f"kafka.{key}"] = str(value)

@@ -7,7 +7,8 @@ of the batch from the batch context (see ``dataflow.py`` and ``stage.py``); the 
 again only when a topic gains partitions, and its next Datasets are planned while the driver
 finishes a batch. Any other batch (records, or ranges the driver cannot tell) is planned over
 its own DataFrame. The records a driver-side output writer must write and the changes of the
-queryable stores are then written once per batch id.
+queryable stores are then written once per batch id, and the next batch is sized to the
+workers' memory budget (see ``budget.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from streamtable.config import StreamsConfig
 from streamtable.engine.ports import OutputWriter, ServingStore, TaskStatePersistence
 from streamtable.kafka.ranges import OffsetRange, RangeReader
 from streamtable.runtime.spark import dataflow
+from streamtable.runtime.spark.budget import GROWTH_KEY, largest_growth, next_batch_limit
 from streamtable.runtime.spark.offsets import batch_ranges
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan
 from streamtable.runtime.spark.stage import (
@@ -120,10 +122,35 @@ class MicroBatches:
         computed = time.monotonic()
         self._write_results(batch_id, table)
         self.last_batch_seconds = time.monotonic() - started
-        self.metrics.record_batch(self.last_batch_seconds, counts.value)
+        task_counts = Counter(counts.value)
+        growth = largest_growth(task_counts)
+        for key in [k for k in task_counts if k.startswith(GROWTH_KEY + ":")]:
+            del task_counts[key]
+        self.metrics.record_batch(self.last_batch_seconds, task_counts)
+        self._size_next_batch(self.metrics.last_batch_records, growth)
         log.debug("batch %d: stages %.2f s, output %.2f s (%d rows)", batch_id,
                   computed - started, self.last_batch_seconds - (computed - started),
                   table.num_rows)
+
+    @property
+    def batch_limit_file(self) -> Path:
+        """Where the size of the next batch is written for the source (see ``budget.py``)."""
+        return self.checkpoint_dir / "query-batch-limit"
+
+    def _size_next_batch(self, records: int, growth: int | None) -> None:
+        """Size the next batch to ``worker.memory.budget.bytes`` from this one's ``records``
+        and its tasks' largest memory ``growth`` (none measured: the limit stays)."""
+        budget = int(self.config["worker.memory.budget.bytes"])
+        if not budget or growth is None or records <= 0:
+            return
+        cap = int(self.config["max.records.per.batch"])
+        limit = next_batch_limit(records, growth, budget=budget, cap=cap)
+        if limit < cap or self.batch_limit_file.exists():
+            self.batch_limit_file.write_text(str(limit))
+        if limit < records:
+            log.info("the last batch's tasks grew by up to %d MB for %d records (budget %d MB): "
+                     "the next batch takes at most %d", growth >> 20, records, budget >> 20,
+                     limit)
 
     def prepared_flow(self, ranges: list[OffsetRange]) -> dataflow.Dataflow:
         """The query's prepared flow, planned again only when a batch has a partition it has no

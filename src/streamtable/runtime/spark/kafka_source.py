@@ -44,6 +44,10 @@ Options:
 * ``kafka.<name>``: any librdkafka consumer setting (e.g. ``kafka.security.protocol``).
 * ``development.broker.profile`` (``true``/``false``): see :mod:`streamtable.kafka.broker`.
 
+* ``batch.limit.file``: a file holding the most records the next batch may take, written by
+  the application after each batch (its workers' memory budget); read before each batch is
+  planned, under ``max.records.per.batch``.
+
 * ``initial.offsets.file``: a path where the offsets a new query starts from (its first batch's
   start, which Spark's offset log does not hold) are written before that batch is planned.
 
@@ -253,6 +257,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         # where initialOffset() records the offsets a new query starts from (see the option)
         self.initial_offsets_file = opts.get("initial.offsets.file") or None
+        self.batch_limit_file = opts.get("batch.limit.file") or None
         max_records = opts.get("max.records.per.batch")
         self.max_records_per_batch = int(max_records) if max_records else None
         if self.max_records_per_batch is not None and self.max_records_per_batch < 1:
@@ -443,6 +448,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             budget = int(limit.max_rows)
             if self.first_batch_records > 0:
                 budget = min(budget, self.first_batch_records * 4 ** self._planned_batches)
+            budget = min(budget, self._batch_limit() or budget)
             if sum(available.values()) > budget:
                 share = split_budget(available, budget)
                 for (topic, part), take in share.items():
@@ -458,6 +464,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             before = int(start.get(CLOCK, {}).get("0", 0))
             merged[CLOCK] = {"0": max(before, int(time.time() * 1000) // tick * tick)}
         return _canonical(merged)
+
+    def _batch_limit(self) -> int | None:
+        """The next batch's size as the application last wrote it (its memory budget)."""
+        if not self.batch_limit_file:
+            return None
+        try:
+            with open(self.batch_limit_file) as f:
+                return max(1, int(f.read()))
+        except (OSError, ValueError):
+            return None
 
     def _waiting_for_kafka(self, what: str, call: Callable[[], Offsets]) -> Offsets:
         """``call()``, retried while Kafka does not answer, for up to ``task.timeout.ms``."""

@@ -42,6 +42,7 @@ from streamtable.engine.ports import OutputWriter, TaskStatePersistence
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
 from streamtable.records import Headers, RawRecord, RecordRun
+from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
 from streamtable.topology.graph import Topology
@@ -436,6 +437,7 @@ class StageRunner:
         topology, wiring = _topology(self.topology_blob, config)
         collector = _Collector(wiring.internal_topics, task_id, self.output, self.batch_id,
                                f"{self.subtopology}-{task_id}")
+        memory = TaskMemory()
         result = run_task_batch(topology, wiring, self.subtopology, task_id, self.batch_id,
                                 config=config, persistence=self.persistence,
                                 collector=collector, records=records,
@@ -445,9 +447,13 @@ class StageRunner:
         for name in self.queryable_stores:
             if result.changes.get(name):
                 collector.add_store_changes(name, result.changes[name])
+        batches = collector.to_batches()
         if self.metrics is not None:
-            self.metrics.add(_task_counts(result, wiring.internal_topics, collector))
-        return collector.to_batches()
+            counts = _task_counts(result, wiring.internal_topics, collector)
+            if (growth := memory.growth()) is not None:
+                counts[f"{GROWTH_KEY}:{self.subtopology}-{task_id}"] = growth
+            self.metrics.add(counts)
+        return batches
 
 
 def _records_of(table: pa.Table, chunk: int = 8192) -> Iterator[RawRecord]:

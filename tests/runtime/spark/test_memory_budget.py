@@ -1,0 +1,51 @@
+"""Batches sized to the Python workers' memory budget (``worker.memory.budget.bytes``): a
+batch whose tasks grew past the budget makes the next batch smaller, and the results stay
+exact."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from tests.runtime.spark.kafka_util import new_topics, produce
+
+from streamtable import StreamsBuilder
+from streamtable.runtime.spark import StreamsApp
+from streamtable.runtime.spark.budget import MIN_BATCH_RECORDS, TaskMemory
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measured from /proc")
+def test_a_task_measures_how_much_its_process_grew():
+    memory = TaskMemory()
+    held = bytearray(64 * 2**20)
+    held[::4096] = b"x" * len(held[::4096])  # touch every page
+    growth = memory.growth()
+    assert growth is not None and growth >= 60 * 2**20
+    del held
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measured from /proc")
+@pytest.mark.parametrize("budget", [1, 0])
+def test_batches_shrink_to_the_budget_with_exact_results(spark, bootstrap, tmp_path, budget):
+    src, out = new_topics(bootstrap, 2, "in", "out")
+    b = StreamsBuilder()
+    b.stream(src).group_by_key().count(materialized="counts").to_stream().to(out)
+    n = 4 * MIN_BATCH_RECORDS
+    produce(bootstrap, src, [(json.dumps(f"k{i % 50}").encode(), b"1") for i in range(n)])
+    app = StreamsApp(b.build(), f"budget-{budget}-{src}", state_dir=str(tmp_path), spark=spark,
+                     config={"bootstrap.servers": bootstrap,
+                             "max.records.per.batch": 2 * MIN_BATCH_RECORDS,
+                             "worker.memory.budget.bytes": budget},
+                     development_broker=True)
+    app.run_until_caught_up(timeout=300)
+    assert app.store("counts").to_dict() == {f"k{i}": n // 50 for i in range(50)}
+    limit = app._micro_batches().batch_limit_file
+    if budget:  # every batch outgrew one byte: 2,000 records, then the least, 1,000, twice
+        assert app.batches == 3
+        assert limit.read_text() == str(MIN_BATCH_RECORDS)
+    else:  # no budget: batches of max.records.per.batch
+        assert app.batches == 2
+        assert not limit.exists()

@@ -8,7 +8,9 @@ resident memory over the memory it started with, from ``/proc/self``: the high-w
 reset when the task starts) and reports it with the records it processed; after the batch the
 driver sizes the next one: the batch's records scaled by the budget over the largest growth,
 between :data:`MIN_BATCH_RECORDS` and ``max.records.per.batch``, growing at most
-:data:`GROWTH` times a batch. The source reads that limit from a file before it plans the next
+:data:`GROWTH` times a batch while the growth is a sizeable part of the budget. The first batch
+after a start is not measured yet: ``max.records.per.batch`` (or the last limit written) bounds
+it. The source reads that limit from a file before it plans the next
 batch (its planner runs in a process of its own).
 
 Where ``/proc`` does not tell (not Linux), tasks report nothing and batches keep
@@ -17,6 +19,8 @@ Where ``/proc`` does not tell (not Linux), tasks report nothing and batches keep
 >>> next_batch_limit(1_000_000, 900 * 2**20, budget=300 * 2**20, cap=1_000_000)
 333333
 >>> next_batch_limit(10_000, 1 * 2**20, budget=300 * 2**20, cap=1_000_000)
+1000000
+>>> next_batch_limit(10_000, 60 * 2**20, budget=300 * 2**20, cap=1_000_000)
 40000
 >>> next_batch_limit(2000, 900 * 2**20, budget=300 * 2**20, cap=1_000_000)
 1000
@@ -96,6 +100,9 @@ def largest_growth(counts: Mapping[str, int]) -> int | None:
 def next_batch_limit(records: int, growth: int, *, budget: int, cap: int) -> int:
     """The records of the next batch: ``records`` (the last batch's) scaled by ``budget`` over
     ``growth`` (its largest task's memory growth), at most :data:`GROWTH` times ``records``,
-    within :data:`MIN_BATCH_RECORDS` and ``cap``."""
+    within :data:`MIN_BATCH_RECORDS` and ``cap``. A growth under an eighth of the budget
+    tells nothing to scale by (a small batch's growth is mostly noise): the cap."""
+    if growth * 8 < budget:
+        return cap
     scaled = records * budget // max(1, growth)
     return max(MIN_BATCH_RECORDS, min(cap, scaled, max(records, 1) * GROWTH))

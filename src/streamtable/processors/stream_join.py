@@ -12,19 +12,32 @@ Left and outer joins hold a record that found no partner in the shared outer sto
 beyond ``ts + after + grace`` for a left record, ``ts + before + grace`` for a right one); a
 partner arriving meanwhile removes it, otherwise it is emitted with ``None`` for the other side.
 Held records are emitted when a record arrives whose timestamp is the join's stream time, in
-timestamp order, right before left at equal timestamps (Kafka's store order). Kafka throttles
-that scan by wall-clock time (``emit.interval``, 1 s by default); streamtable scans every time,
-so results never depend on the wall clock.
+timestamp order, right before left at equal timestamps, then in key order (Kafka's store
+order). Kafka throttles that scan by wall-clock time (``emit.interval``, 1 s by default);
+streamtable scans every time, so results never depend on the wall clock.
 
 What Kafka keeps in memory per task (the join's stream time, and the smallest timestamp that may
 be held) is kept in the outer store under a reserved key, so a Spark task created for a new
 micro-batch continues exactly where the previous one stopped.
+
+The window stores are the whole state of their records; to fetch a key's records by time
+without sorting its entries per record, each has an in-memory index derived from its contents:
+the store keys of each record key in ``(timestamp, seq)`` order (:class:`JoinWindowStore`). A
+window store is written by its side's :class:`StreamJoinWindow` and read by the other side's
+join, so both share one index object per store and task: the first operator to ask creates it
+and hangs a weak reference to it on the store object, tagged with the task's context (a Spark
+task is created anew for every micro-batch, on stores that outlive it, and builds its indexes
+again: once, on first use). Every write goes through that object, which keeps the index in step
+with the store.
 """
 
 from __future__ import annotations
 
+import weakref
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from typing import Any
+from operator import itemgetter
+from typing import Any, TypeVar
 
 from streamtable.processors._operator import InternalProcessorContext, Operator
 from streamtable.processors.api import Record
@@ -37,20 +50,71 @@ META = (None,)
 NO_TIME = -1
 MAX_TIME = 2**63 - 1
 
+# the store object's attribute holding (a weak reference to) its per-task index
+_SHARED = "_stream_join_index"
+
+_TIME = itemgetter(1)  # of a window store key (key, timestamp, seq)
+_TIME_SEQ = itemgetter(1, 2)
+
+S = TypeVar("S", bound="_TaskShared")
 
 
+class _TaskShared:
+    """An index over one store, shared by the operators of one task that use the store."""
+
+    def __init__(self, store: Any, context: InternalProcessorContext) -> None:
+        self.store = store
+        self.context = context
+
+    @classmethod
+    def of(cls: type[S], context: InternalProcessorContext, store_name: str,
+           *args: Any) -> S:
+        """This task's instance over store ``store_name``: made by the first caller.
+
+        The store object outlives the task (a working copy is checked out for the next
+        micro-batch), so an instance found on it counts only if this task's context made it;
+        the weak reference lets it go with its task.
+        """
+        store = context.get_state_store(store_name)
+        ref = getattr(store, _SHARED, None)
+        found = None if ref is None else ref()
+        if type(found) is cls and found.context is context:
+            return found
+        made = cls(store, context, *args)
+        try:
+            setattr(store, _SHARED, weakref.ref(made))
+        except AttributeError:
+            # without it the join's operators would keep separate, diverging indexes
+            raise TypeError(f"a stream-stream join needs store {store_name!r} to take "
+                            f"attributes ({type(store).__name__} does not)") from None
+        return made
 
 
-class JoinWindowStore:
+class JoinWindowStore(_TaskShared):
     """One side's join window store over a task's key-value store: ``put`` with duplicates,
     ``fetch`` by key and time range, records older than the retention invisible and deleted
-    (through the store, so their deletion is part of the task's state changes)."""
+    (through the store, so their deletion is part of the task's state changes).
 
-    def __init__(self, store: Any, retention: int) -> None:
-        self.store = store
+    The index: each record key's store keys in ``(timestamp, seq)`` order.
+    """
+
+    def __init__(self, store: Any, context: InternalProcessorContext, retention: int) -> None:
+        super().__init__(store, context)
         self.retention = retention
         # expired records are deleted in one scan per this much stream time (Kafka's segments)
         self.segment = max(retention // 2, 60_000)
+        self._keys: dict[Any, list[Any]] | None = None
+
+    def _index(self) -> dict[Any, list[Any]]:
+        if self._keys is None:
+            keys: dict[Any, list[Any]] = {}
+            for k, _ in self.store.items():
+                if k != META:
+                    keys.setdefault(k[0], []).append(k)
+            for of_key in keys.values():
+                of_key.sort(key=_TIME_SEQ)
+            self._keys = keys
+        return self._keys
 
     def _meta(self) -> tuple[int, int]:
         stored = self.store.get(META)
@@ -70,27 +134,48 @@ class JoinWindowStore:
         self.store.put(META, ((observed, next_cleanup), observed))
         if timestamp <= expired_up_to:
             return False
-        seq = 0
-        for k in self.store.keys_with_first(key):
-            if k[1] == timestamp:
-                seq = max(seq, k[2] + 1)
-        self.store.put((key, timestamp, seq), (value, timestamp))
+        index = self._index()
+        of_key = index.get(key)
+        at = 0 if of_key is None else bisect_right(of_key, timestamp, key=_TIME)
+        # a duplicate's seq follows the largest of its timestamp's: the last one before it
+        seq = (of_key[at - 1][2] + 1
+               if of_key is not None and at and of_key[at - 1][1] == timestamp else 0)
+        stored = (key, timestamp, seq)
+        self.store.put(stored, (value, timestamp))
+        if of_key is None:
+            index[key] = [stored]
+        else:
+            of_key.insert(at, stored)
         return True
 
     def _delete_expired(self, expired_up_to: int) -> None:
-        doomed = [k for k, _ in self.store.items() if k != META and k[1] <= expired_up_to]
-        for k in doomed:
-            self.store.delete(k)
+        # a pass over every record key, once per segment: a key in the store has a record of
+        # the last retention plus segment, so each record is passed over a few times in all
+        index = self._index()
+        emptied = []
+        for key, of_key in index.items():
+            if of_key[0][1] > expired_up_to:
+                continue
+            end = bisect_right(of_key, expired_up_to, key=_TIME)
+            for k in of_key[:end]:
+                self.store.delete(k)
+            del of_key[:end]
+            if not of_key:
+                emptied.append(key)
+        for key in emptied:
+            del index[key]
 
     def fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
         """``(timestamp, value)`` of the records of ``key`` in ``[time_from, time_to]``, in
         timestamp order (duplicates in the order they were put)."""
+        of_key = self._index().get(key)
+        if not of_key:
+            return []
         low = max(time_from, self.observed_time() - self.retention + 1)
-        out = []
-        for k in self.store.keys_with_first(key):
-            if low <= k[1] <= time_to:
-                out.append((k[1], self.store.get(k)[0]))
-        return out
+        get = self.store.get
+        return [(k[1], get(k)[0]) for k in
+                of_key[bisect_left(of_key, low, key=_TIME):
+                       bisect_right(of_key, time_to, key=_TIME)]]
 
 
 class StreamJoinWindow(Operator):
@@ -104,8 +189,7 @@ class StreamJoinWindow(Operator):
 
     def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
-        self.window = JoinWindowStore(context.get_state_store(self.store_name),
-                                      self.windows.retention)
+        self.window = JoinWindowStore.of(context, self.store_name, self.windows.retention)
 
     def process(self, record: Record) -> None:
         self.forward(record)
@@ -138,8 +222,7 @@ class StreamStreamJoin(Operator):
 
     def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
-        self.other = JoinWindowStore(context.get_state_store(self.other_store),
-                                     self.windows.retention)
+        self.other = JoinWindowStore.of(context, self.other_store, self.windows.retention)
         self.held = (None if self.outer_store is None
                      else context.get_state_store(self.outer_store))
 

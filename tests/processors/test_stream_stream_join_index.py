@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import random
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,10 +24,11 @@ from streamtable.engine.wiring import wire
 from streamtable.processors import stream_join
 from streamtable.processors._operator import Operator
 from streamtable.processors.api import Record
+from streamtable.processors.stream_join import _Times
 from streamtable.records import RawRecord
 from streamtable.state import persistence as persistence_module
 from streamtable.state.persistence import FileTaskStatePersistence
-from streamtable.state.stores import key_order
+from streamtable.state.stores import InMemoryKeyValueStore, key_order
 
 META, NO_TIME, MAX_TIME = stream_join.META, stream_join.NO_TIME, stream_join.MAX_TIME
 
@@ -411,3 +413,59 @@ def test_batches_on_working_copies_that_move_between_workers_are_the_reference(
     with old_join():
         expected = runs("old")
     assert got == expected
+
+
+# -- how much of the stores a join reads ---------------------------------------------------
+
+
+def test_a_join_reads_each_store_whole_once_per_task(monkeypatch):
+    """Indexes built once: a store is never scanned or sorted per record."""
+    scans: dict[str, int] = {}
+    items = InMemoryKeyValueStore.items
+
+    def counted(self: InMemoryKeyValueStore) -> Iterator[tuple[Any, Any]]:
+        scans[self.name] = scans.get(self.name, 0) + 1
+        return items(self)
+
+    def never(self: Any, first: Any) -> list[Any]:
+        raise AssertionError("keys_with_first sorts a key's entries per call")
+
+    monkeypatch.setattr(InMemoryKeyValueStore, "items", counted)
+    monkeypatch.setattr(InMemoryKeyValueStore, "keys_with_first", never)
+    rng = random.Random(5)
+    records = [(rng.choice(["topic1", "topic2"]), rng.randrange(50), "v", i * 700)
+               for i in range(3_000)]
+    windows = JoinWindows.of_time_difference_and_grace(10_000, 5_000)
+    out, _, _ = run_driver("outer", windows, records, None)
+    assert len(out) > 1_000
+    # one scan per store: the index built at the task's first use of it (the driver's
+    # snapshot of the stores at the end reads them once more)
+    assert scans == {name: 2 for name in STORES["outer"]}
+
+
+# -- the sorted timestamps ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sorted_times_are_a_sorted_list(seed, monkeypatch):
+    monkeypatch.setattr(_Times, "BLOCK", 4)  # many blocks, splits and emptied blocks
+    rng = random.Random(seed)
+    start = rng.sample(range(300), rng.randint(0, 40))
+    times, ref = _Times(start), sorted(start)
+    for _ in range(2_000):
+        t = rng.randrange(300)
+        if t in ref:
+            times.remove(t)
+            ref.remove(t)
+        else:
+            times.add(t)
+            ref.insert(bisect_left(ref, t), t)
+        q = rng.randrange(-5, 305)
+        assert list(times) == ref
+        assert all(0 < len(b) <= 2 * _Times.BLOCK for b in times._blocks)
+        assert len(times) == len(ref)
+        assert times.first() == (ref[0] if ref else None)
+        assert times.last() == (ref[-1] if ref else None)
+        i, j = bisect_left(ref, q), bisect_right(ref, q)
+        assert times.at_least(q) == (ref[i] if i < len(ref) else None)
+        assert times.above(q) == (ref[j] if j < len(ref) else None)

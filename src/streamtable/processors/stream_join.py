@@ -20,22 +20,23 @@ What Kafka keeps in memory per task (the join's stream time, and the smallest ti
 be held) is kept in the outer store under a reserved key, so a Spark task created for a new
 micro-batch continues exactly where the previous one stopped.
 
-The window stores are the whole state of their records; to fetch a key's records by time
-without sorting its entries per record, each has an in-memory index derived from its contents:
-the store keys of each record key in ``(timestamp, seq)`` order (:class:`JoinWindowStore`). A
-window store is written by its side's :class:`StreamJoinWindow` and read by the other side's
-join, so both share one index object per store and task: the first operator to ask creates it
-and hangs a weak reference to it on the store object, tagged with the task's context (a Spark
-task is created anew for every micro-batch, on stores that outlive it, and builds its indexes
-again: once, on first use). Every write goes through that object, which keeps the index in step
-with the store.
+The stores are the whole state; to read them in time order without sorting them per record,
+each store has an in-memory index, derived from its contents: a window store's keys per record
+key in ``(timestamp, seq)`` order (:class:`JoinWindowStore`), the outer store's held keys per
+side by timestamp (:class:`OuterStore`). A store is written by two operators of the join (a
+window store by its side's :class:`StreamJoinWindow`, read by the other side's join; the outer
+store by both joins), so they share one index object per store and task: the first operator to
+ask creates it and hangs a weak reference to it on the store object, tagged with the task's
+context (a Spark task is created anew for every micro-batch, on stores that outlive it, and
+builds its indexes again: once, on first use). Every write goes through that object, which
+keeps the index in step with the store.
 """
 
 from __future__ import annotations
 
 import weakref
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 from typing import Any, TypeVar
 
@@ -178,6 +179,183 @@ class JoinWindowStore(_TaskShared):
                        bisect_right(of_key, time_to, key=_TIME)]]
 
 
+class _Times:
+    """A sorted set of timestamps: sorted blocks of at most ``2 * BLOCK``, and each block's
+    first (a plain list would move all its later items at every insertion and removal)."""
+
+    BLOCK = 256
+
+    __slots__ = ("_blocks", "_firsts")
+
+    def __init__(self, times: Iterable[int] = ()) -> None:
+        ordered = sorted(times)
+        self._blocks = [ordered[i:i + self.BLOCK] for i in range(0, len(ordered), self.BLOCK)]
+        self._firsts = [b[0] for b in self._blocks]
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._blocks)
+
+    def __iter__(self) -> Iterator[int]:
+        for b in self._blocks:
+            yield from b
+
+    def first(self) -> int | None:
+        return self._blocks[0][0] if self._blocks else None
+
+    def last(self) -> int | None:
+        return self._blocks[-1][-1] if self._blocks else None
+
+    def add(self, t: int) -> None:
+        """Add ``t`` (not in the set)."""
+        blocks, firsts = self._blocks, self._firsts
+        if not blocks:
+            blocks.append([t])
+            firsts.append(t)
+            return
+        i = max(bisect_right(firsts, t) - 1, 0)
+        block = blocks[i]
+        insort(block, t)
+        firsts[i] = block[0]
+        if len(block) > 2 * self.BLOCK:
+            blocks[i + 1:i + 1] = [block[self.BLOCK:]]
+            firsts.insert(i + 1, block[self.BLOCK])
+            del block[self.BLOCK:]
+
+    def remove(self, t: int) -> None:
+        """Remove ``t`` (in the set)."""
+        i = bisect_right(self._firsts, t) - 1
+        block = self._blocks[i]
+        del block[bisect_left(block, t)]
+        if block:
+            self._firsts[i] = block[0]
+        else:
+            del self._blocks[i]
+            del self._firsts[i]
+
+    def _from(self, t: int, above: bool) -> int | None:
+        firsts = self._firsts
+        i = bisect_right(firsts, t) - 1
+        if i >= 0:
+            block = self._blocks[i]
+            j = (bisect_right if above else bisect_left)(block, t)
+            if j < len(block):
+                return block[j]
+        return firsts[i + 1] if i + 1 < len(firsts) else None
+
+    def at_least(self, t: int) -> int | None:
+        """The smallest timestamp ``>= t``."""
+        return self._from(t, False)
+
+    def above(self, t: int) -> int | None:
+        """The smallest timestamp ``> t``."""
+        return self._from(t, True)
+
+
+class OuterStore(_TaskShared):
+    """The outer store of a left or outer join: the records held without a partner, and the
+    time tracker both sides share.
+
+    The index, per side: the timestamps held (:class:`_Times`) and the keys held at each, in
+    key order (in store order at equal key order, as a stable sort of the store gives them).
+    """
+
+    def __init__(self, store: Any, context: InternalProcessorContext) -> None:
+        super().__init__(store, context)
+        self._built = False
+        self._times = (_Times(), _Times())  # right, left: indexed by is_left
+        self._keys: tuple[dict[int, list[Any]], dict[int, list[Any]]] = ({}, {})
+
+    def _index(self) -> None:
+        if self._built:
+            return
+        keys = self._keys
+        for k, _ in self.store.items():
+            if k != META:
+                keys[k[1]].setdefault(k[0], []).append(k[2])
+        for side in keys:
+            for held in side.values():
+                held.sort(key=key_order)  # stable: store order at equal key order
+        self._times = (_Times(keys[False]), _Times(keys[True]))
+        self._built = True
+
+    def tracker(self) -> tuple[int, int]:
+        """The join's stream time and the smallest timestamp that may be held."""
+        stored = self.store.get(META)
+        return (NO_TIME, MAX_TIME) if stored is None else stored[0]
+
+    def set_tracker(self, stream_time: int, min_time: int) -> None:
+        self.store.put(META, ((stream_time, min_time), stream_time))
+
+    def hold(self, timestamp: int, is_left: bool, key: Any, value: Any) -> None:
+        """Hold ``value`` of ``key`` (after those held at the same timestamp and side)."""
+        self._index()
+        hkey = (timestamp, is_left, key)
+        stored = self.store.get(hkey)
+        values = [] if stored is None else list(stored[0])
+        values.append(value)
+        self.store.put(hkey, (values, timestamp))
+        if stored is None:
+            keys = self._keys[is_left]
+            held = keys.get(timestamp)
+            if held is None:
+                keys[timestamp] = [key]
+                self._times[is_left].add(timestamp)
+            else:
+                insort(held, key, key=key_order)
+
+    def release(self, timestamp: int, is_left: bool, key: Any) -> None:
+        """Forget what ``key`` holds at ``timestamp`` on that side (if anything)."""
+        hkey = (timestamp, is_left, key)
+        if self.store.get(hkey) is None:
+            return
+        self._index()
+        self.store.delete(hkey)
+        keys = self._keys[is_left]
+        held = keys[timestamp]
+        held.remove(key)
+        if not held:
+            del keys[timestamp]
+            self._times[is_left].remove(timestamp)
+
+    def first_closed(self, open_left: int, open_right: int) -> tuple[int, bool, Any] | None:
+        """The first held record in emission order (timestamp, right before left, key) whose
+        window has closed: timestamp below ``open_left`` / ``open_right``."""
+        self._index()
+        left, right = self._times[True].first(), self._times[False].first()
+        if right is not None and right < open_right and (
+                left is None or left >= open_left or right <= left):
+            return right, False, self._keys[False][right][0]
+        if left is not None and left < open_left:
+            return left, True, self._keys[True][left][0]
+        return None
+
+    def min_time_after_scan(self, open_left: int, open_right: int) -> int:
+        """The ``min_time`` Kafka's emitter leaves after a scan with these bounds.
+
+        The scan walks the held records in emission order, taking each one's timestamp as
+        ``min_time``, and stops at the record after the one that found the second side's
+        window still open: ``min_time`` is that record's timestamp, the last record's when the
+        scan walks them all, ``MAX_TIME`` when none is held. Called before the closed records
+        go (the scan sees them)."""
+        self._index()
+        times, keys = self._times, self._keys
+        head_left = times[True].at_least(open_left)
+        head_right = times[False].at_least(open_right)
+        if head_left is None or head_right is None:
+            lasts = [t for t in (times[True].last(), times[False].last()) if t is not None]
+            return max(lasts) if lasts else MAX_TIME
+        # the later of the two heads in emission order opens the second side
+        if head_right <= head_left:
+            stop, side = head_left, True
+            other_next = times[False].above(stop)
+        else:
+            stop, side = head_right, False
+            other_next = times[True].at_least(stop)
+        own_next = stop if len(keys[side][stop]) > 1 else times[side].above(stop)
+        after = [t for t in (own_next, other_next) if t is not None]
+        return min(after) if after else stop
+
+
 class StreamJoinWindow(Operator):
     """Kafka Streams' ``KStreamJoinWindow``: forwards each record to its side's join processor,
     then keeps it in the side's window store (a record older than the retention is not kept:
@@ -224,19 +402,18 @@ class StreamStreamJoin(Operator):
         super().init(context)
         self.other = JoinWindowStore.of(context, self.other_store, self.windows.retention)
         self.held = (None if self.outer_store is None
-                     else context.get_state_store(self.outer_store))
+                     else OuterStore.of(context, self.outer_store))
 
     def _join(self, mine: Any, theirs: Any) -> Any:
         return self.joiner(mine, theirs) if self.left_side else self.joiner(theirs, mine)
 
     # -- the time tracker shared by both sides (in the outer store) ------------------------
     def _tracker(self) -> tuple[int, int]:
-        stored = self.held.get(META) if self.held is not None else None
-        return (NO_TIME, MAX_TIME) if stored is None else stored[0]
+        return (NO_TIME, MAX_TIME) if self.held is None else self.held.tracker()
 
     def _set_tracker(self, stream_time: int, min_time: int) -> None:
         if self.held is not None:
-            self.held.put(META, ((stream_time, min_time), stream_time))
+            self.held.set_tracker(stream_time, min_time)
 
     def process(self, record: Record) -> None:
         ts = record.timestamp
@@ -257,9 +434,7 @@ class StreamStreamJoin(Operator):
         partners = self.other.fetch(record.key, time_from, time_to)
         for other_ts, other_value in partners:
             if self.held is not None:
-                partner = (other_ts, not self.left_side, record.key)
-                if self.held.get(partner) is not None:
-                    self.held.delete(partner)
+                self.held.release(other_ts, not self.left_side, record.key)
             self.forward(Record(record.key, self._join(record.value, other_value),
                                 max(ts, other_ts), record.headers))
         if partners or not self.outer:
@@ -269,38 +444,25 @@ class StreamStreamJoin(Operator):
             self.forward(record.with_value(self._join(record.value, None)))
             return
         self._set_tracker(stream_time, min(min_time, ts))
-        hkey = (ts, self.left_side, record.key)
-        stored = self.held.get(hkey)
-        values = [] if stored is None else list(stored[0])
-        values.append(record.value)
-        self.held.put(hkey, (values, ts))
+        self.held.hold(ts, self.left_side, record.key, record.value)
 
     def _emit_closed(self, record: Record, stream_time: int) -> None:
         """Emit (and forget) the held records whose window has closed."""
-        assert self.held is not None
-        _, min_time = self._tracker()
+        held = self.held
+        assert held is not None
+        _, min_time = held.tracker()
         grace = self.windows.grace_ms
         # MAX_TIME: nothing is held (Kafka scans the empty store then; the outcome is the same)
         if min_time == MAX_TIME or min_time + self.join_after + grace >= stream_time:
             return
-        min_time = MAX_TIME
-        left_open = right_open = False
-        entries = sorted(((k, v) for k, v in self.held.items() if k != META),
-                         key=lambda kv: (kv[0][0], kv[0][1], key_order(kv[0][2])))
-        for hkey, (values, _) in entries:
+        # a held record's window is open from these timestamps on
+        open_left = stream_time - self.windows.after_ms - grace
+        open_right = stream_time - self.windows.before_ms - grace
+        min_time = held.min_time_after_scan(open_left, open_right)
+        while (hkey := held.first_closed(open_left, open_right)) is not None:
             held_ts, is_left, key = hkey
-            min_time = held_ts
-            if left_open and right_open:
-                break
-            lookback = self.windows.after_ms if is_left else self.windows.before_ms
-            if held_ts + lookback + grace >= stream_time:
-                if is_left:
-                    left_open = True
-                else:
-                    right_open = True
-                continue
-            for v in values:
+            for v in held.store.get(hkey)[0]:
                 joined = self.joiner(v, None) if is_left else self.joiner(None, v)
                 self.forward(Record(key, joined, held_ts, record.headers))
-            self.held.delete(hkey)
+            held.release(held_ts, is_left, key)
         self._set_tracker(stream_time, min_time)

@@ -101,11 +101,12 @@ SETTINGS: tuple[Setting, ...] = (
             "The CLI defaults it to the application file's name.", True, _text()),
     Setting("bootstrap.servers", "localhost:9092", "host:port[,host:port...]",
             "The Kafka brokers to connect to.", True, _text()),
-    Setting("cache.max.bytes.buffering", 10 * 1024 * 1024, "an integer >= 0",
+    Setting("cache.max.bytes.buffering", 64 * 1024 * 1024, "an integer >= 0",
             "Record cache size: 0 forwards every change of a KTable downstream; otherwise "
             "changes are held per key until the micro-batch ends, and a full cache forwards "
-            "its eldest change (counted at 256 bytes per entry, per table). Larger: fewer "
-            "intermediate updates downstream; smaller: less memory per task.",
+            "its eldest change (counted at 256 bytes per entry, per table; Kafka Streams' "
+            "default is 10 MiB). Larger: fewer intermediate updates downstream; smaller: less "
+            "memory per task.",
             True, _integer(0)),
     Setting("commit.interval.ms", 1000, "an integer >= 0",
             "The micro-batch trigger interval (0: the next batch as soon as one ends).",

@@ -14,7 +14,7 @@ import pickle
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 #: the widest time range: what an unbounded query asks for
 MIN_TIME = -(2**63)
@@ -28,15 +28,62 @@ class Windowed:
 
     >>> Windowed("mark", 0, 600_000)
     Windowed(key='mark', start=0, end=600000)
+    >>> Windowed("a", 0, 4) == Windowed("a", 0, 4), Windowed("a", 0, 4) == ("a", 0, 4)
+    (True, False)
+    >>> sorted([Windowed("b", 0, 4), Windowed("a", 5, 9), Windowed("a", 0, 4)])[0]
+    Windowed(key='a', start=0, end=4)
     """
+
+    # Every window of a windowed aggregation is a key of several dicts (the store, its changes,
+    # its index, the record cache), each hashing and comparing it: slots, a hash computed once
+    # and an equality test without tuples make that a fraction of a dataclass's cost. The
+    # pickled form is the dataclass's (``__getstate__``), so stored state reads either way.
+    __slots__ = ("key", "start", "end", "_hash")
 
     key: Any
     start: int
     end: int
+    if TYPE_CHECKING:  # a slot, not a field
+        _hash: int | None
+
+    def __init__(self, key: Any, start: int, end: int) -> None:
+        _set_key(self, key)
+        _set_start(self, start)
+        _set_end(self, end)
+        _set_hash(self, None)  # computed on first use: a key may be unhashable
+
+    def __hash__(self) -> int:
+        h: int | None = self._hash
+        if h is None:
+            h = hash((self.key, self.start, self.end))
+            _set_hash(self, h)
+        return h
+
+    def __eq__(self, other: Any) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        # what the dataclass compared, ``(key, start, end)`` tuples, without building them
+        # (the key compares like a tuple item: identity first)
+        return (self.start == other.start and self.end == other.end
+                and (self.key is other.key or bool(self.key == other.key)))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"key": self.key, "start": self.start, "end": self.end}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["key"], state["start"], state["end"])  # type: ignore[misc]
 
     def __getitem__(self, index: int) -> Any:
         """``(key, start, end)[index]``: stores index windowed keys by their key."""
         return (self.key, self.start, self.end)[index]
+
+
+# the slots' own setters: a frozen dataclass refuses setattr, and object.__setattr__ is slower
+_slots: Any = vars(Windowed)
+_set_key = _slots["key"].__set__
+_set_start = _slots["start"].__set__
+_set_end = _slots["end"].__set__
+_set_hash = _slots["_hash"].__set__
 
 
 #: ``windows(key or None for every key, earliest start, latest start)``: the windows with a

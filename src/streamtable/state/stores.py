@@ -34,7 +34,18 @@ def key_order(key: Any) -> tuple[Any, ...]:
 
     Kafka Streams orders by serialized bytes; for strings (the common case) that is the same
     order as Python's, and it keeps integers numeric.
+
+    >>> sorted([Windowed("b", 0, 1), ("a", 2), "z", 3, b"x", Windowed("a", 5, 6)], key=key_order)
+    [3, 'z', b'x', ('a', 2), Windowed(key='a', start=5, end=6), Windowed(key='b', start=0, end=1)]
     """
+    # the common exact types first (one type() instead of a chain of isinstance checks)
+    t = type(key)
+    if t is str:
+        return (2, key)
+    if t is Windowed:
+        return (5, key_order(key.key), key.start, key.end)
+    if t is int or t is float:
+        return (1, key)
     if isinstance(key, (int, float)) and not isinstance(key, bool):
         return (1, key)
     if isinstance(key, str):
@@ -46,6 +57,11 @@ def key_order(key: Any) -> tuple[Any, ...]:
     if isinstance(key, Windowed):
         return (5, key_order(key.key), key.start, key.end)
     return (9, type(key).__name__, repr(key))
+
+
+def first_of(key: Any) -> Any:
+    """``key[0]``: the first element of a tuple key, the key of a windowed key."""
+    return key.key if type(key) is Windowed else key[0]
 
 
 def in_range(items: Iterable[tuple[Any, Any]], from_key: Any = None,
@@ -82,7 +98,7 @@ class InMemoryKeyValueStore:
         self._data: dict[Any, Any] = {}
         self.track_changes = track_changes
         self._changes: dict[Any, Any] = {}
-        # tuple keys by their first element, built on first use (for prefix lookups)
+        # tuple and windowed keys by their first element, built on first use (for prefix lookups)
         self._index: dict[Any, set[Any]] | None = None
 
     def get(self, key: Any) -> Any:
@@ -96,7 +112,7 @@ class InMemoryKeyValueStore:
         if self.track_changes:
             self._changes[key] = value
         if self._index is not None:
-            self._index.setdefault(key[0], set()).add(key)
+            self._index.setdefault(first_of(key), set()).add(key)
 
     def delete(self, key: Any) -> Any:
         old = self._data.pop(key, None)
@@ -108,14 +124,16 @@ class InMemoryKeyValueStore:
 
     def _unindex(self, key: Any) -> None:
         assert self._index is not None
-        keys = self._index.get(key[0])
+        first = first_of(key)
+        keys = self._index.get(first)
         if keys is not None:
             keys.discard(key)
             if not keys:
-                del self._index[key[0]]
+                del self._index[first]
 
     def keys_with_first(self, first: Any) -> list[Any]:
-        """The tuple keys whose first element is ``first`` (e.g. all ``(fk, pk)`` of one fk).
+        """The tuple keys whose first element is ``first`` (e.g. all ``(fk, pk)`` of one fk),
+        in key order.
 
         >>> s = InMemoryKeyValueStore("subs"); s.put(("AAPL", 1), "h"); s.put(("FB", 2), "h")
         >>> s.keys_with_first("AAPL")
@@ -124,9 +142,12 @@ class InMemoryKeyValueStore:
         if self._index is None:
             index: dict[Any, set[Any]] = {}
             for k in self._data:
-                index.setdefault(k[0], set()).add(k)
+                index.setdefault(first_of(k), set()).add(k)
             self._index = index
-        return sorted(self._index.get(first, ()), key=key_order)
+        keys = self._index.get(first)
+        if not keys:
+            return []
+        return sorted(keys, key=key_order)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         return iter(self._data.items())

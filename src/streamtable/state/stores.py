@@ -108,11 +108,16 @@ class InMemoryKeyValueStore:
         if value is None:
             self.delete(key)
             return
-        self._data[key] = value
+        data = self._data
+        if self._index is None:
+            data[key] = value
+        else:
+            n = len(data)
+            data[key] = value
+            if len(data) != n:  # a new key (an update leaves the index as it is)
+                self._index.setdefault(first_of(key), set()).add(key)
         if self.track_changes:
             self._changes[key] = value
-        if self._index is not None:
-            self._index.setdefault(first_of(key), set()).add(key)
 
     def delete(self, key: Any) -> Any:
         old = self._data.pop(key, None)

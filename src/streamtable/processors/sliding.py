@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamtable.processors.api import Record
-from streamtable.processors.window import ExpiringWindows
+from streamtable.processors.window import KeyedWindows
 from streamtable.state.windowed import Windowed
 from streamtable.windowing import SlidingWindows
 
@@ -29,8 +29,11 @@ Stored = tuple[Any, int]
 
 
 
-class SlidingWindowedAggregate(ExpiringWindows[SlidingWindows]):
-    """``aggregator(key, value, aggregate)`` per sliding window (see the module docstring)."""
+class SlidingWindowedAggregate(KeyedWindows[SlidingWindows]):
+    """``aggregator(key, value, aggregate)`` per sliding window (see the module docstring).
+
+    A record needs its key's windows starting up to twice the time difference before it: a
+    binary search among the key's windows, kept in start order (:class:`KeyedWindows`)."""
 
     def process(self, record: Record) -> None:
         if not self.admit(record):
@@ -48,11 +51,8 @@ class SlidingWindowedAggregate(ExpiringWindows[SlidingWindows]):
 
     def _fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[Windowed, Stored]]:
         """The windows of ``key`` starting in ``[time_from, time_to]``, in start order."""
-        store = self.store
-        found = [(w, store.get(w)) for w in store.keys_with_first(key)
-                 if time_from <= w.start <= time_to]
-        found.sort(key=lambda wv: wv[0].start)
-        return found
+        get = self.store.get
+        return [(w, get(w)) for w in self.between(key, time_from, time_to)]
 
     def _process(self, record: Record, close_time: int) -> None:
         # newest window first, as Kafka Streams does with a store that iterates backwards
@@ -145,7 +145,7 @@ class SlidingWindowedAggregate(ExpiringWindows[SlidingWindows]):
         not the record itself."""
         start = record.timestamp + 1
         wkey = Windowed(record.key, start, start + self.windows.time_difference)
-        self.emit(wkey, right_agg[0], None, record.with_timestamp(right_agg[1]))
+        self.write(wkey, right_agg[0], None, right_agg[1], record.headers)
 
     def _create_window(self, start: int, base: Stored, record: Record, close_time: int) -> None:
         wkey = Windowed(record.key, start, start + self.windows.time_difference)
@@ -160,5 +160,18 @@ class SlidingWindowedAggregate(ExpiringWindows[SlidingWindows]):
             return
         agg, agg_ts = stored
         new = self.aggregator(record.key, record.value, agg)
-        new_ts = max(record.timestamp, agg_ts) if exists else record.timestamp
-        self.emit(wkey, new, agg if exists else None, record.with_timestamp(new_ts))
+        ts = record.timestamp
+        if exists:
+            old = agg
+            if agg_ts > ts:
+                ts = agg_ts
+        else:
+            old = None
+        if new is None:
+            self.write(wkey, new, old, ts, record.headers)
+            return
+        # write(), inlined: the windows a record updates are many where a key is busy
+        if old is None:
+            self.track(wkey)
+        self.store.put(wkey, (new, ts))
+        self.forwarder.forward(wkey, new, old, ts, record.headers)

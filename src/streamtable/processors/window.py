@@ -166,18 +166,20 @@ class KeyedWindows(ExpiringWindows[W]):
         by_key: dict[Any, list[Windowed]] = {}
         heap: list[tuple[int, int, Any]] = []
         by_end = self.expire_by_end
+        expires = self.retention is not None
         for i, (w, _) in enumerate(self.store.items()):
             windows = by_key.get(w.key)
             if windows is None:
                 by_key[w.key] = [w]
             else:
                 windows.append(w)
-            heap.append((w.end if by_end else w.start, i, w))
+            if expires:
+                heap.append((w.end if by_end else w.start, i, w))
         order = self.order
         for windows in by_key.values():
             windows.sort(key=order)  # a store's windows come mostly in time order already
         self._by_key = by_key
-        if self.retention is not None:
+        if expires:
             heapq.heapify(heap)
             self._expiry = heap
             self._seq = len(heap)

@@ -185,8 +185,9 @@ class KeyedWindows(ExpiringWindows[W]):
             self._seq = len(heap)
 
     def windows_of(self, key: Any) -> list[Windowed]:
-        """``key``'s windows in ``order`` (not to be changed by the caller)."""
-        return self._by_key.get(key, _NONE)
+        """``key``'s windows in ``order`` (the operator's own list: not to be changed)."""
+        windows = self._by_key.get(key)
+        return [] if windows is None else windows
 
     def between(self, key: Any, lo: int, hi: int) -> list[Windowed]:
         """``key``'s windows with their first ``order`` time in ``[lo, hi]``."""
@@ -236,7 +237,6 @@ class KeyedWindows(ExpiringWindows[W]):
             i += 1
 
 
-_NONE: list[Windowed] = []
 _START: Callable[[Windowed], int] = attrgetter("start")
 _END: Callable[[Windowed], int] = attrgetter("end")
 

@@ -199,7 +199,10 @@ class KeyedWindows(ExpiringWindows[W]):
                        bisect_right(windows, hi, key=first)]
 
     def track(self, wkey: Windowed) -> None:
-        super().track(wkey)
+        if self.retention is not None:
+            heapq.heappush(self._expiry,
+                           (wkey.end if self.expire_by_end else wkey.start, self._seq, wkey))
+            self._seq += 1
         windows = self._by_key.get(wkey.key)
         if windows is None:
             self._by_key[wkey.key] = [wkey]
@@ -215,6 +218,21 @@ class KeyedWindows(ExpiringWindows[W]):
                 return  # stored already
             i += 1
         windows.insert(i, wkey)
+
+    def expire(self, limit: int) -> None:
+        heap, store, by_key = self._expiry, self.store, self._by_key
+        while heap and heap[0][0] <= limit:
+            wkey = heapq.heappop(heap)[2]
+            if store.get(wkey) is not None:
+                store.delete(wkey)
+                windows = by_key.get(wkey.key)
+                # windows expire in their key's order: the first of its list, as a rule
+                if windows is not None and windows[0] is wkey:
+                    del windows[0]
+                    if not windows:
+                        del by_key[wkey.key]
+                else:
+                    self.forget(wkey)
 
     def forget(self, wkey: Windowed) -> None:
         windows = self._by_key.get(wkey.key)

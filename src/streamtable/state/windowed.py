@@ -71,7 +71,10 @@ class Windowed:
         return {"key": self.key, "start": self.start, "end": self.end}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["key"], state["start"], state["end"])  # type: ignore[misc]
+        _set_key(self, state["key"])
+        _set_start(self, state["start"])
+        _set_end(self, state["end"])
+        _set_hash(self, None)
 
     def __getitem__(self, index: int) -> Any:
         """``(key, start, end)[index]``: stores index windowed keys by their key."""

@@ -1,7 +1,8 @@
 """Hopping, tumbling, sliding and session aggregations against plain reference models: random
 keys (a few, so that keys hold many windows), out-of-order timestamps within and beyond the
-grace period, null keys and values, record by record and in several batches over two
-partitions, with and without caching, in memory and on RocksDB working copies.
+grace period, null keys and values, aggregates that delete their window (None), record by
+record and in several batches over two partitions, with and without caching, in memory and on
+RocksDB working copies.
 
 The models keep every window in one dict and find a key's windows by scanning it; they apply
 the operators' rules as their docstrings state them (Kafka Streams' rules), and a record cache
@@ -46,6 +47,11 @@ def add(key: Any, value: int, agg: list[int]) -> list[int]:
     return [*agg, value]
 
 
+def add_or_delete(key: Any, value: int, agg: list[int]) -> list[int] | None:
+    """``add``, except that every 11th value deletes its windows (a None aggregate)."""
+    return None if value % 11 == 5 else [*agg, value]
+
+
 def merge(key: Any, a: list[int], b: list[int]) -> list[int]:
     return a + b
 
@@ -56,9 +62,10 @@ class Model:
     expire_by_end = False
     late_reason = LATE_WINDOW
 
-    def __init__(self, windows: Any, retention: int) -> None:
+    def __init__(self, windows: Any, retention: int, aggregator: Any = add) -> None:
         self.windows = windows
         self.retention = retention
+        self.add = aggregator
         self.store: dict[Windowed, tuple[Any, int]] = {}
         self.stream_time = -1
         self.dropped: Counter[str] = Counter()
@@ -108,9 +115,10 @@ class TimeModel(Model):
             w = Windowed(key, start, start + size)
             stored = self.store.get(w)
             if stored is None:
-                self.write(w, add(key, value, initializer()), None, ts, out)
+                self.write(w, self.add(key, value, initializer()), None, ts, out)
             else:
-                self.write(w, add(key, value, stored[0]), stored[0], max(ts, stored[1]), out)
+                self.write(w, self.add(key, value, stored[0]), stored[0], max(ts, stored[1]),
+                           out)
 
 
 class SessionModel(Model):
@@ -136,7 +144,7 @@ class SessionModel(Model):
         if (start, end) != (ts, ts):
             for w in merged:
                 self.write(w, None, self.store[w][0], w.end, out)
-        self.write(Windowed(key, start, end), add(key, value, agg), None, end, out)
+        self.write(Windowed(key, start, end), self.add(key, value, agg), None, end, out)
 
 
 class SlidingModel(Model):
@@ -161,7 +169,8 @@ class SlidingModel(Model):
             self.dropped[LATE_WINDOW] += 1
             return
         new_ts = max(ts, stored[1]) if exists else ts
-        self.write(w, add(key, value, stored[0]), stored[0] if exists else None, new_ts, out)
+        self.write(w, self.add(key, value, stored[0]), stored[0] if exists else None, new_ts,
+                   out)
 
     def create(self, start: int, base: tuple[Any, int]) -> None:
         key = self.args[0]
@@ -291,7 +300,7 @@ def random_records(rng: random.Random, n: int, early: int) -> list[tuple[Any, An
 
 
 def _driver(kind: str, windows: Any, retention: int | None, batch_mode: bool, cache: bool,
-            rocksdb_dir: Any = None) -> TopologyTestDriver:
+            rocksdb_dir: Any = None, aggregator: Any = add) -> TopologyTestDriver:
     b = StreamsBuilder()
     grouped = b.stream("in").group_by_key()
     mat = Materialized.as_("agg")
@@ -299,9 +308,9 @@ def _driver(kind: str, windows: Any, retention: int | None, batch_mode: bool, ca
         mat = mat.with_retention(retention)
     windowed = grouped.windowed_by(windows)
     if kind == "session":
-        table = windowed.aggregate(initializer, add, merge, mat)
+        table = windowed.aggregate(initializer, aggregator, merge, mat)
     else:
-        table = windowed.aggregate(initializer, add, mat)
+        table = windowed.aggregate(initializer, aggregator, mat)
     table.to_stream(lambda w, v: [w.key, w.start, w.end]).to("out")
     driver = TopologyTestDriver(b.build(), {"cache.max.bytes.buffering": 10**7 if cache else 0},
                                 batch_mode=batch_mode)
@@ -333,13 +342,16 @@ def _case(kind: str, seed: int) -> tuple[Any, Any, int | None]:
     return windows, model, (None if retention == least else retention)
 
 
-@pytest.mark.parametrize("batch_mode,cache,rocksdb", [
-    (False, False, False), (False, True, False), (True, False, False), (True, True, False),
-    (True, True, True)])
+MODES = [(False, False, False), (False, True, False), (True, False, False), (True, True, False),
+         (True, True, True)]
+CASES = ([(seed, *mode, add) for seed in range(6) for mode in MODES]
+         + [(seed, *mode, add_or_delete) for seed in range(6, 9) for mode in MODES[::2]])
+
+
+@pytest.mark.parametrize("seed,batch_mode,cache,rocksdb,aggregator", CASES)
 @pytest.mark.parametrize("kind", ["time", "sliding", "session"])
-@pytest.mark.parametrize("seed", range(6))
 def test_windowed_aggregation_matches_its_reference(kind, seed, batch_mode, cache, rocksdb,
-                                                     tmp_path, caplog):
+                                                     aggregator, tmp_path, caplog):
     if rocksdb:
         pytest.importorskip("rocksdict")
     caplog.set_level(logging.ERROR)  # each late record is logged as a warning
@@ -348,7 +360,7 @@ def test_windowed_aggregation_matches_its_reference(kind, seed, batch_mode, cach
     records = random_records(rng, 400, early=rng.choice([0, 3, 40]))
     cuts = set(rng.sample(range(1, len(records)), 4))
     driver = _driver(kind, windows, retention, batch_mode, cache,
-                     tmp_path / "rocksdb" if rocksdb else None)
+                     tmp_path / "rocksdb" if rocksdb else None, aggregator)
     topic = driver.create_input_topic("in", partitions=2)
     out = driver.create_output_topic("out")
     for i, (key, value, ts, partition) in enumerate(records):
@@ -362,7 +374,7 @@ def test_windowed_aggregation_matches_its_reference(kind, seed, batch_mode, cach
         least = {TimeModel: lambda w: w.size + w.grace,
                  SlidingModel: lambda w: 2 * w.time_difference + w.grace,
                  SessionModel: lambda w: w.gap + w.grace}[model_class](windows)
-        return model_class(windows, least if retention is None else retention)
+        return model_class(windows, least if retention is None else retention, aggregator)
 
     expected, store, dropped = reference(model, records, cuts, batch_mode, cache)
     got = [(r.key, r.value, r.timestamp) for r in out.read_records()]

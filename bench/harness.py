@@ -115,9 +115,19 @@ def load_topic(bootstrap: str, topic: str, records: list[Record], partitions: in
 # --------------------------------------------------------------------------- output watcher
 
 
+#: how long :func:`read_topic` goes on reading after the end offsets it was told, for what
+#: Tansu leaves beyond them
+TAIL_S = 2.0
+
+
 def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> Iterator[Any]:
     """The messages of every partition of ``topic``, from the start to the end it has when
-    called, read by a consumer of its own (at most ``timeout`` seconds)."""
+    called, read by a consumer of its own (at most ``timeout`` seconds).
+
+    The development broker (Tansu) reports as a partition's end the first offset of its newest
+    produced batch plus one, not the end of that batch (fetching is right): reading stops only
+    once the reported ends are reached and nothing more came for :data:`TAIL_S` seconds, so the
+    rest of a last batch is not missed."""
     from streamtable.kafka.admin import partition_counts
 
     n = partition_counts(bootstrap, [topic])[topic]
@@ -129,11 +139,21 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> Iterator[An
         consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
         seen = [0] * n
         deadline = time.time() + timeout
-        while any(s < e for s, e in zip(seen, ends, strict=True)) and time.time() < deadline:
-            for m in consumer.consume(num_messages=10_000, timeout=0.2):
+        quiet_since: float | None = None
+        while time.time() < deadline:
+            messages = consumer.consume(num_messages=10_000, timeout=0.2)
+            for m in messages:
                 if not m.error():
                     seen[m.partition() or 0] = (m.offset() or 0) + 1
                     yield m
+            if any(s < e for s, e in zip(seen, ends, strict=True)):
+                continue
+            if messages:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.time()
+            elif time.time() - quiet_since >= TAIL_S:
+                break
     finally:
         consumer.close()
 

@@ -102,3 +102,21 @@ def test_a_row_created_and_deleted_within_one_commit_leaves_no_stale_join(mode, 
     driver.run_batch()
     final = {} if mode == "inner" else {"x": ["l", None]}
     assert {k: v for k, v in out.read_key_values_to_map().items() if v is not None} == final
+
+
+def test_rows_of_both_sides_created_and_deleted_within_one_commit_leave_no_join():
+    """Both tables cached: the left row is created and deleted while the right row exists, then
+    the right row goes too, all within one micro-batch. The left row's deletion must retract
+    what its creation joined while the right row is still there to join it with."""
+    b = StreamsBuilder()
+    b.table("left").join(b.table("right"), lambda lv, rv: [lv, rv]).to_stream().to("out")
+    driver = TopologyTestDriver(b.build(), {"cache.max.bytes.buffering": 10_000_000},
+                                batch_mode=True)
+    left, right = driver.create_input_topic("left"), driver.create_input_topic("right")
+    out = driver.create_output_topic("out")
+    right.pipe_input("x", "r", timestamp=1)
+    left.pipe_input("x", "l", timestamp=2)
+    left.pipe_input("x", None, timestamp=3)
+    right.pipe_input("x", None, timestamp=4)
+    driver.run_batch()
+    assert {k: v for k, v in out.read_key_values_to_map().items() if v is not None} == {}

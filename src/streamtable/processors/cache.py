@@ -36,10 +36,10 @@ class ChangeForwarder:
 
     A table whose store other operators read (a join looks rows up in it) never lets a row
     that was created and deleted within one commit vanish unseen: a join may have joined it, so
-    the deletion forwards its creation first (as if the cache had evicted it) and then holds
-    the deletion, which retracts what was joined. Kafka Streams' cache drops such a row, and a
-    join result made from it stays (e.g. a foreign-key join's row for a customer that no
-    longer exists).
+    its deletion forwards the creation and then the deletion at once (as if the cache had
+    evicted each), and the deletion retracts what was joined while the other side still holds
+    what it was joined with. Kafka Streams' cache drops such a row, and a join result made from
+    it stays (e.g. a foreign-key join's row for a customer that no longer exists).
     """
 
     __slots__ = ("_processor", "caching", "max_entries", "_dirty", "_host", "read_elsewhere")
@@ -78,7 +78,7 @@ class ChangeForwarder:
             del self._dirty[key]
             created = entry[1]
             self._emit(key, created, None, entry[2], entry[3], entry[4])
-            self._dirty[key] = [created, None, timestamp, headers, cause]
+            self._emit(key, None, created, timestamp, headers, cause)
         else:
             entry[1] = new
             entry[2] = timestamp

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -79,7 +80,9 @@ def test_default_partition_matches_librdkafka_murmur2_partitioner(bootstrap, new
     topic = new_topic(5)
     producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2"})
     delivered: dict[bytes, int] = {}
-    keys = [b"key-%d" % i for i in range(40)] + [b"", b"\x00\xff", "ü".encode()]
+    rng = random.Random(7)  # every length up to 300 bytes: each tail, one and many words
+    keys = ([b"key-%d" % i for i in range(40)] + [b"", b"\x00\xff", "ü".encode()]
+            + [rng.randbytes(n) for n in range(1, 301)])
     for key in keys:
         producer.produce(
             topic,

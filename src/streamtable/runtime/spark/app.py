@@ -363,10 +363,9 @@ class StreamsApp:
         spark = self.spark
         plan = self.prepare()
         batches = self._micro_batches()
-        writer = self._writer()
         self._warm_up = warm_up_python_workers(
             spark, max(s.partitions for s in plan.stages),
-            writer if getattr(writer, "distributed", False) else None)
+            batches.distributed_output())
         register(spark)
         reader = spark.readStream.format("streamtable-kafka")
         for key, value in self.source_options(plan).items():

@@ -112,7 +112,7 @@ class MicroBatches:
             flow = dataflow.build(self.topology, plan, source,
                                   self._runner_factory(batch_id, wall_clock),
                                   by_partition=ranged and self.source_by_partition,
-                                  distributed=self._distributed_output() is not None)
+                                  distributed=self.distributed_output() is not None)
             if (not ranged and sum(1 for s in plan.stages if s.external_inputs)
                     + len(flow.globals) > 1):
                 flow.cached.insert(0, source)
@@ -167,7 +167,7 @@ class MicroBatches:
                                       dataflow.prepared_source(self._spark(), partitions),
                                       self._runner_factory(None, 0),
                                       by_partition=self.source_by_partition,
-                                      distributed=self._distributed_output() is not None)
+                                      distributed=self.distributed_output() is not None)
                 flow.partitions = frozenset(partitions)
                 flow.plan_ahead()
                 self._flow = flow
@@ -194,7 +194,7 @@ class MicroBatches:
             return StageRunner(
                 self.blob, subtopology, batch_id, self.task_state, self.config.as_dict(),
                 queryable, plan.topic_partitions,
-                streamed=streamed, output=None if stage is None else self._distributed_output(),
+                streamed=streamed, output=None if stage is None else self.distributed_output(),
                 kafka=self.range_reader(),
                 wall_clock_ms=wall_clock,
                 metrics=None if stage is None else self._counts())
@@ -204,7 +204,7 @@ class MicroBatches:
         """How the stages' tasks read the offset ranges of a ``read.mode=ranges`` batch."""
         return RangeReader(self.config.kafka_client_config, read_timeout_s=self.task_timeout_s)
 
-    def _distributed_output(self) -> OutputWriter | None:
+    def distributed_output(self) -> OutputWriter | None:
         """The output writer when the tasks write their records themselves, else None."""
         output = self._output()
         return output if getattr(output, "distributed", False) else None

@@ -327,7 +327,9 @@ def _file_closure(file: Any) -> list[bytes]:
     return out
 
 
-def _import_message(module: str, qualname: str, full_name: str) -> Any:
+def _import_message(module: str | None, qualname: str, full_name: str) -> Any:
+    if not module:  # a class made at run time (message_factory) has no module
+        return None
     try:
         obj: Any = importlib.import_module(module)
         for part in qualname.split("."):

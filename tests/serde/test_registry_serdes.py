@@ -235,3 +235,16 @@ def test_records_not_in_the_wire_format_are_deserialization_errors(registry) -> 
         with pytest.raises(DeserializationError,
                            match=f"magic byte.*topic='{src}' partition=0 offset=0"):
             topic.pipe_input("alice", '{"user": "alice"}')
+
+
+def test_an_unreachable_registry_is_said_with_its_url() -> None:
+    from streamtable.kafka.broker import free_port
+    from streamtable.serde.registry import RegistryUnreachableError
+
+    url = f"http://127.0.0.1:{free_port()}"   # nothing listens there
+    serde = AvroSerde('"string"', {"url": url, "max.retries": 0})
+    with pytest.raises(RegistryUnreachableError, match=f"Schema Registry at {url} did not "
+                                                       "answer"):
+        serde.serialize("t", "alice")
+    with pytest.raises(RegistryUnreachableError, match=url):
+        serde.deserialize("t", b"\x00\x00\x00\x00\x01\x0aalice")

@@ -43,6 +43,7 @@ from typing import Any
 from streamtable.serde.serdes import Serde
 
 __all__ = ["AvroSerde", "JsonSchemaSerde", "ProtobufSerde", "RegistrySerde",
+           "RegistryUnreachableError",
            "REGISTRY_FORMATS", "registry_serde"]
 
 _clients: dict[tuple[int, str], Any] = {}
@@ -68,6 +69,10 @@ def _schema_text(schema: str | Mapping[str, Any] | Path | None) -> str | None:
     if isinstance(schema, Path):
         return schema.read_text(encoding="utf-8")
     return json.dumps(schema)
+
+
+class RegistryUnreachableError(ConnectionError):
+    """The Schema Registry did not answer (after the client's retries): names its URL."""
 
 
 class RegistrySerde(Serde):
@@ -139,7 +144,10 @@ class RegistrySerde(Serde):
         serializer = self._serializer
         if serializer is None:
             serializer = self._serializer = self._make_serializer()
-        return serializer(self._to_wire(obj), self._context(topic))  # type: ignore[no-any-return]
+        try:
+            return serializer(self._to_wire(obj), self._context(topic))  # type: ignore[no-any-return]
+        except Exception as e:
+            raise self._unreachable(e) or e from None
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         if data is None:
@@ -147,7 +155,19 @@ class RegistrySerde(Serde):
         deserializer = self._deserializer
         if deserializer is None:
             deserializer = self._deserializer = self._make_deserializer()
-        return deserializer(bytes(data), self._context(topic))
+        try:
+            return deserializer(bytes(data), self._context(topic))
+        except Exception as e:
+            raise self._unreachable(e) or e from None
+
+    def _unreachable(self, error: Exception) -> RegistryUnreachableError | None:
+        """The error said with the registry's URL when it is the HTTP client's (the registry
+        did not answer), else None."""
+        if not type(error).__module__.startswith(("httpx", "httpcore")):
+            return None
+        return RegistryUnreachableError(
+            f"the Schema Registry at {self.registry_config['url']} did not answer "
+            f"({type(error).__name__}: {error}) after the client's retries")
 
     def encode(self, obj: Any) -> bytes:
         raise TypeError(f"{type(self).__name__} encodes for a topic: call serialize(topic, obj)")

@@ -101,6 +101,10 @@ def test_unknown_subjects_versions_and_schemas_are_confluents_errors(registry) -
         404, {"error_code": 40403, "message": "Schema 99 not found"})
     status, body = call(registry, "GET", "/no/such/endpoint")
     assert (status, body["error_code"]) == (404, 404)
+    # no compatibility verdict it did not reach
+    status, body = call(registry, "POST", "/compatibility/subjects/users-value/versions/latest",
+                        {"schema": USER})
+    assert (status, body["error_code"]) == (404, 404)
 
 
 def test_invalid_schemas_are_refused(registry) -> None:

@@ -31,10 +31,10 @@ for an unknown version, 40403 for an unknown schema, 42201 for an invalid schema
 invalid version.
 
 What differs from Confluent's server: no compatibility checks (every new schema is accepted as
-a new version, whatever ``/config`` says), no contexts, modes, exporters or rule sets; Protobuf
-schemas are kept as the client sent them (the Python client sends a base64
-``FileDescriptorProto``, which it also asks for back) and never converted to or from ``.proto``
-text; nothing is persisted.
+a new version, whatever ``/config`` says, and ``/compatibility/...`` is not served: 404), no
+contexts, modes, exporters, rule sets or schema GUIDs; Protobuf schemas are kept as the client
+sent them (the Python client sends a base64 ``FileDescriptorProto``, which it also asks for
+back) and never converted to or from ``.proto`` text; nothing is persisted.
 """
 
 from __future__ import annotations

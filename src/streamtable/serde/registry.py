@@ -147,7 +147,10 @@ class RegistrySerde(Serde):
         try:
             return serializer(self._to_wire(obj), self._context(topic))  # type: ignore[no-any-return]
         except Exception as e:
-            raise self._unreachable(e) or e from None
+            unreachable = self._unreachable(e)
+            if unreachable is None:
+                raise
+            raise unreachable from e
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         if data is None:
@@ -158,7 +161,10 @@ class RegistrySerde(Serde):
         try:
             return deserializer(bytes(data), self._context(topic))
         except Exception as e:
-            raise self._unreachable(e) or e from None
+            unreachable = self._unreachable(e)
+            if unreachable is None:
+                raise
+            raise unreachable from e
 
     def _unreachable(self, error: Exception) -> RegistryUnreachableError | None:
         """The error said with the registry's URL when it is the HTTP client's (the registry

@@ -209,7 +209,12 @@ def _fielded(rows: Iterable[Any]) -> Iterator[_Fields]:
 
 
 def _fields_of(row: Any) -> tuple[str, bytes | None, bytes | None, int | None, Any, int | None]:
-    if type(row) is dict:  # the runtime's own rows: read without a SinkRecord in between
+    if type(row) is tuple and len(row) == 6:  # the runtime's own rows (OutputRecord)
+        _topic, key, value, ts, _headers, _partition = row
+        if ((key is None or type(key) is bytes) and (value is None or type(value) is bytes)
+                and type(ts) is int):
+            return row  # type: ignore[no-any-return]
+    if type(row) is dict:  # read without a SinkRecord in between
         if "topic" not in row:
             raise KafkaSinkError(f"sink row has no 'topic': {row!r}")
         get = row.get

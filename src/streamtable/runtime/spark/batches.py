@@ -236,11 +236,9 @@ class MicroBatches:
             headers = table.column("headers").to_pylist()
             for i, kind in enumerate(kinds):
                 if kind == KIND_EXTERNAL:
-                    external.append({
-                        "topic": topics[i], "key": keys[i], "value": values[i],
-                        "timestamp": timestamps[i], "partition": partitions[i],
-                        "headers": [(h["key"], h["value"]) for h in headers[i] or ()],
-                    })
+                    external.append((
+                        topics[i], keys[i], values[i], timestamps[i],
+                        [(h["key"], h["value"]) for h in headers[i] or ()], partitions[i]))
         for i, kind in enumerate(kinds):
             if kind == KIND_STORE:
                 store_changes.append((topics[i], keys[i], values[i], partitions[i]))

@@ -41,7 +41,7 @@ from streamtable.engine.batch import BatchResult, Records, run_task_batch
 from streamtable.engine.ports import OutputWriter, TaskStatePersistence
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
-from streamtable.records import Headers, RawRecord, RecordRun
+from streamtable.records import Headers, OutputRecord, RawRecord, RecordRun
 from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
@@ -145,8 +145,8 @@ class _Collector:
         self.output = output
         self.batch_id = batch_id
         self.writer = writer
-        # records for external topics not written yet (OutputWriter format)
-        self.external: list[dict[str, Any]] = []
+        # records for external topics not written yet
+        self.external: list[OutputRecord] = []
         self._chunks = 0
         self.sent: Counter[str] = Counter()  # records for external topics, per topic
 
@@ -165,9 +165,8 @@ class _Collector:
                        key, value, hs, partition))
         elif self.output is not None:
             self.sent[topic] += 1
-            self.external.append({"topic": topic, "key": key, "value": value,
-                                  "timestamp": timestamp, "partition": partition,
-                                  "headers": list(headers) if headers else []})
+            self.external.append((topic, key, value, timestamp,
+                                  list(headers) if headers else [], partition))
             if len(self.external) >= EXTERNAL_CHUNK:
                 self.write_external()
         else:

@@ -256,8 +256,10 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[InputRecord],
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from streamtable.cli.topics import require_topics
+    from streamtable.kafka.admin import check_reachable
 
     key_serde, value_serde, bootstrap = record_serdes(args, args.topic)
+    check_reachable(bootstrap)
     require_topics(bootstrap, [args.topic])
     if args.file:
         path = Path(args.file)
@@ -323,7 +325,10 @@ def consume_records(bootstrap: str, topic: str, *, from_beginning: bool = False,
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
+    from streamtable.kafka.admin import check_reachable
+
     key_serde, value_serde, bootstrap = record_serdes(args, args.topic)
+    check_reachable(bootstrap)
     out = sys.stdout
     for msg in consume_records(bootstrap, args.topic, from_beginning=args.from_beginning,
                                follow=args.follow, max_records=args.max, timeout=args.timeout):

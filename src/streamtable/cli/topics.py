@@ -59,8 +59,9 @@ def _topic_config(items: list[str] | None) -> dict[str, str]:
 
 
 def cmd_topics_create(args: argparse.Namespace) -> int:
-    from streamtable.kafka.admin import ensure_topics, list_topic_names
+    from streamtable.kafka.admin import check_reachable, ensure_topics, list_topic_names
 
+    check_reachable(args.bootstrap_servers)
     existing = list_topic_names(args.bootstrap_servers)
     for name in args.names:
         if name in existing:
@@ -75,8 +76,9 @@ def cmd_topics_create(args: argparse.Namespace) -> int:
 
 
 def cmd_topics_list(args: argparse.Namespace) -> int:
-    from streamtable.kafka.admin import admin_client
+    from streamtable.kafka.admin import admin_client, check_reachable
 
+    check_reachable(args.bootstrap_servers)
     metadata = admin_client(args.bootstrap_servers).list_topics(timeout=10)
     for name in sorted(metadata.topics):
         if args.all or not name.startswith("__"):
@@ -102,8 +104,9 @@ def _configs(admin: Any, topic: str) -> dict[str, str]:
 def cmd_topics_describe(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamtable.kafka.admin import admin_client
+    from streamtable.kafka.admin import admin_client, check_reachable
 
+    check_reachable(args.bootstrap_servers)
     require_topics(args.bootstrap_servers, [args.name])
     admin = admin_client(args.bootstrap_servers)
     topic = admin.list_topics(timeout=10).topics[args.name]

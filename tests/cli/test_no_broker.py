@@ -58,3 +58,20 @@ def test_every_kafka_command_says_no_broker_in_a_line_at_once(command: list[str]
     assert "--bootstrap-servers" in output[-1] and "streamtable broker" in output[-1]
     # the Kafka client would retry for ~10 s; the TCP check knows at once
     assert took <= 2.0, took
+
+
+def test_query_needs_no_broker_and_says_there_is_no_state_yet(tmp_path: Path) -> None:
+    """`query` reads the serving store, not Kafka: a closed port changes nothing, and with no
+    state it says so in a line at once."""
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamtable.cli", "query",
+         str(ROOT / "examples" / "word_count" / "app.py"), "counts-store", "kafka",
+         "--bootstrap-servers", address, "--state-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr
+    output = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(output) == 1 and "has not run yet" in output[0], output
+    assert took <= 2.0, took

@@ -140,9 +140,13 @@ class InputRecord:
     partition: int | None = None
 
 
+class _NotJson(ValueError):
+    """A key or value typed for a JSON serde is not JSON (it is sent as a JSON string)."""
+
+
 def _from_text(text: str, serde: Serde) -> Any:
     """A key or value typed on a line, as the serde's type: a number for int/long/double, JSON
-    for json (or the text itself when it is not JSON), the text for string and bytes."""
+    for json (raises :class:`_NotJson` when it is not JSON), the text for string and bytes."""
     name = getattr(serde, "name", "")
     if name in ("int", "long"):
         return int(text)
@@ -152,10 +156,14 @@ def _from_text(text: str, serde: Serde) -> Any:
         try:
             return json.loads(text)
         except ValueError:
-            return text
+            raise _NotJson(text) from None
     if name == "bytes":
         return text.encode("utf-8")
     return text
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _timestamp(value: Any) -> int | None:
@@ -194,6 +202,23 @@ def parse_records(lines: Iterable[str], key_serde: Serde, value_serde: Serde, fm
     [('a', 1), (None, 2)]
     """
     mode = None if fmt == "auto" else fmt
+    warned = False
+
+    def typed(text: str, serde: Serde, what: str, number: int) -> Any:
+        """The text as the serde's type; text that is not JSON for a JSON serde is sent as a
+        JSON string, said once (a forgotten quote or serde would otherwise pass unseen)."""
+        nonlocal warned
+        try:
+            return _from_text(text, serde)
+        except _NotJson:
+            if not warned:
+                warned = True
+                log.warning("%s, line %d: the %s %s is not JSON: sent as the JSON string %s, as "
+                            "is any such key or value that follows (give --%s-serde string to "
+                            "send text)", source, number, what, _clip(text),
+                            _clip(json.dumps(text)), what)
+            return text
+
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         if not line.strip():
@@ -212,10 +237,10 @@ def parse_records(lines: Iterable[str], key_serde: Serde, value_serde: Serde, fm
             else:
                 key_text, tab, value_text = line.partition("\t")
                 if not tab:
-                    yield InputRecord(None, _from_text(line, value_serde))
+                    yield InputRecord(None, typed(line, value_serde, "value", number))
                 else:
-                    yield InputRecord(_from_text(key_text, key_serde),
-                                      _from_text(value_text, value_serde))
+                    yield InputRecord(typed(key_text, key_serde, "key", number),
+                                      typed(value_text, value_serde, "value", number))
         except ValueError as e:
             raise InputError(f"{source}, line {number}: {e}") from None
 
@@ -324,6 +349,22 @@ def consume_records(bootstrap: str, topic: str, *, from_beginning: bool = False,
         consumer.close()
 
 
+def header_texts(headers: Iterable[tuple[str, bytes | None]] | None) -> list[list[Any]]:
+    """A record's headers as ``[name, value]`` pairs in order, values as UTF-8 text (bytes that
+    are not UTF-8 escaped) or None.
+
+    >>> header_texts([("reason", b"bad\\xff"), ("empty", None)])
+    [['reason', 'bad\\\\xff'], ['empty', None]]
+    """
+    return [[name, None if value is None else bytes(value).decode("utf-8", "backslashreplace")]
+            for name, value in headers or ()]
+
+
+def show_header(text: str | None) -> str:
+    """A header value on one line: ``null`` for None, line breaks as ``\\n``."""
+    return "null" if text is None else text.replace("\n", "\\n")
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
     from streamtable.kafka.admin import check_reachable
 
@@ -343,15 +384,18 @@ def cmd_consume(args: argparse.Namespace) -> int:
         except Exception as e:
             raise StreamsError(f"cannot decode the value at {where} with {value_serde!r}: {e}; "
                                "give --value-serde") from None
+        headers = header_texts(msg.headers())
         if args.format == "json":
             window = _window_parts(key)
             if window is not None:
                 key = {"key": window[0], "start": window[1], "end": window[2]}
             out.write(json.dumps({"key": key, "value": value, "timestamp": msg.timestamp()[1],
-                                  "partition": msg.partition(), "offset": msg.offset()},
-                                 default=jsonable) + "\n")
+                                  "partition": msg.partition(), "offset": msg.offset(),
+                                  "headers": headers}, default=jsonable) + "\n")
         else:
             out.write(f"{show(key)}\t{show(value)}\n")
+            if args.headers:
+                out.writelines(f"  {name}: {show_header(text)}\n" for name, text in headers)
         out.flush()
     return 0
 
@@ -389,5 +433,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--max", type=int, help="stop after this many records")
     p.add_argument("--timeout", type=float, help="stop after this many seconds without a record")
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text: key<TAB>value; json: one JSON object per record")
+                   help="text: key<TAB>value; json: one JSON object per record (key, value, "
+                        "timestamp, partition, offset, headers)")
+    p.add_argument("--headers", action="store_true",
+                   help="text: each header on a line of its own under its record, "
+                        "'  name: value' (a dead-letter record's reason, say)")
     p.set_defaults(func=cmd_consume)

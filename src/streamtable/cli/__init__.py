@@ -138,9 +138,14 @@ def _input_topics(app: Any, create: bool, partitions: int) -> None:
     client = app.config.kafka_client_config
     sources = app.topology.source_topics
     if create:
+        from streamtable.kafka.admin import partitions_text
+
         existing = list_topic_names(bootstrap, client_config=client)
-        ensure_topics(bootstrap, {t: partitions for t in sources if t not in existing},
-                      client_config=client)
+        missing = [t for t in sources if t not in existing]
+        ensure_topics(bootstrap, {t: partitions for t in missing}, client_config=client)
+        if missing:
+            log.info("created the input topic%s %s (%s each)", "s" if missing[1:] else "",
+                     ", ".join(missing), partitions_text(partitions))
         return
     require_topics(bootstrap, sources, " (or run with --create-topics)", client_config=client)
 

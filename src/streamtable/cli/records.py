@@ -251,8 +251,11 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[InputRecord],
     as the Java client); returns how many were acknowledged."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
-                         "enable.idempotence": True, "linger.ms": 5})
+    from streamtable.kafka.client_log import with_client_log
+
+    producer = Producer(with_client_log({
+        "bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
+        "enable.idempotence": True, "linger.ms": 5}))
     errors: list[str] = []
     count = 0
     for number, record in enumerate(records, 1):
@@ -316,12 +319,12 @@ def consume_records(bootstrap: str, topic: str, *, from_beginning: bool = False,
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 
     from streamtable.cli.topics import require_topics
+    from streamtable.kafka.client_log import with_client_log
 
     partitions = require_topics(bootstrap, [topic])[topic]
-    consumer = Consumer({"bootstrap.servers": bootstrap,
-                         "group.id": f"streamtable-consume-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.wait.max.ms": 100})
+    consumer = Consumer(with_client_log({
+        "bootstrap.servers": bootstrap, "group.id": f"streamtable-consume-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100}))
     start = OFFSET_BEGINNING if from_beginning else OFFSET_END
     consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
     at_end: set[int] = set()

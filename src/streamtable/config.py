@@ -339,7 +339,7 @@ class StreamsConfig:
 
     @property
     def default_key_serde(self) -> Serde:
-        return serde_from(self._values["default.key.serde"])
+        return serde_from(self._values["default.key.serde"], key=True)
 
     @property
     def default_value_serde(self) -> Serde:

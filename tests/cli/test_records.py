@@ -77,8 +77,8 @@ def test_produce_warns_once_when_text_is_sent_as_a_json_string(
         ("a", {"n": 1}), ("b", "hello"), ("c", "world"), ('"d"', 2)]
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [w.getMessage() for w in warnings] == [
-        'in.txt, line 2: the value hello is not JSON: sent as the JSON string "hello", as is '
-        "any such key or value that follows (give --value-serde string to send text)"]
+        'in.txt, line 2: the value hello is not JSON: sent as the string "hello", as is any such '
+        'key or value that follows (write "hello" to mean a string)']
 
 
 def test_produce_does_not_warn_about_json(caplog: pytest.LogCaptureFixture) -> None:

@@ -44,6 +44,23 @@ def test_one_final_count_per_window_once_it_closes(cache):
     assert driver.dropped_records == {"late record for a closed window": 1}
 
 
+@pytest.mark.parametrize("cache", [True, False])
+def test_windows_closing_at_one_time_leave_in_key_order(cache):
+    """Kafka Streams forwards the keys a buffer holds under one time by their bytes: the windows
+    of one close leave in key order, whatever order they arrived in."""
+    driver, clicks, final = _driver(cache)
+    keys = ["m", "b", "z", "a", "q", "c"]
+    for i, key in enumerate(keys):
+        clicks.pipe_input(key, "x", timestamp=i)
+    clicks.pipe_input("y", "x", timestamp=12)  # [10, 20) of y: held under a later time
+    clicks.pipe_input("d", "x", timestamp=9)  # one more key for [0, 10), after the others
+    clicks.pipe_input("y", "x", timestamp=15)  # closes [0, 10)
+    assert [r.key for r in final.read_records()] == [
+        f"{k}@0-10" for k in sorted([*keys, "d"])]
+    clicks.pipe_input("y", "x", timestamp=25)  # closes [10, 20)
+    assert final.read_key_values() == [("y@10-20", 2)]
+
+
 def test_session_windows_emit_each_final_session_once():
     driver, clicks, final = _driver(cache=True, sessions=True)
     for ts in (0, 3, 6, 30):

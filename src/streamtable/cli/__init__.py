@@ -1,10 +1,11 @@
-"""Command line: ``streamtable run | describe | reset | query | serve | config | broker``, and
-``topics | produce | consume`` (in ``topics.py`` and ``records.py``).
+"""Command line: ``streamtable run | describe | reset | query | serve | config | broker |
+registry``, and ``topics | produce | consume`` (in ``topics.py`` and ``records.py``).
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
 ``config`` dict of settings (Kafka Streams keys: ``application.id``, ``bootstrap.servers``...).
 
     streamtable broker --port 9092                  # a development broker on localhost
+    streamtable registry --port 8081                # a development Schema Registry
     streamtable topics create lines                 # then: produce, consume (records.py)
     streamtable run app.py --bootstrap-servers localhost:9092
     streamtable query app.py us-share-holders client1
@@ -46,6 +47,10 @@ log = logging.getLogger("streamtable")
 #: own setting) and of ``streamtable broker --port``
 BOOTSTRAP_ENV = "STREAMTABLE_BOOTSTRAP_SERVERS"
 BROKER_PORT_ENV = "STREAMTABLE_BROKER_PORT"
+#: environment variables giving the default of ``--schema-registry`` (produce, consume) and of
+#: ``streamtable registry --port``
+REGISTRY_ENV = "STREAMTABLE_SCHEMA_REGISTRY"
+REGISTRY_PORT_ENV = "STREAMTABLE_REGISTRY_PORT"
 
 
 def load_app(path: str) -> ModuleType:
@@ -320,6 +325,13 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_registry(args: argparse.Namespace) -> int:
+    from streamtable.kafka.registry import run_registry_forever
+
+    run_registry_forever(args.port, host=args.host)
+    return 0
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     from streamtable.cli.describe import cmd_describe as describe
 
@@ -419,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"port (default: ${BROKER_PORT_ENV}, else 9092)")
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_broker)
+    p = sub.add_parser("registry", help="run the development Schema Registry (in memory)")
+    p.add_argument("--port", type=int, default=int(os.environ.get(REGISTRY_PORT_ENV) or 8081),
+                   help=f"port (default: ${REGISTRY_PORT_ENV}, else 8081)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.set_defaults(func=cmd_registry)
     p = sub.add_parser("jvm-archive", help="make the class archive that starts Spark's JVM ~2 s "
                                            "faster (once per Java and Spark version)")
     p.add_argument("--if-missing", action="store_true", help="only when there is none yet")

@@ -85,6 +85,10 @@ def jsonable(obj: Any) -> Any:
             return list(obj)
     if isinstance(obj, (bytes, bytearray)):
         return bytes(obj).decode("utf-8", "backslashreplace")
+    if hasattr(obj, "DESCRIPTOR") and hasattr(obj, "SerializeToString"):  # a Protobuf message
+        from google.protobuf.json_format import MessageToDict
+
+        return MessageToDict(obj, preserving_proto_field_name=True)
     return repr(obj)
 
 
@@ -108,8 +112,9 @@ def show(obj: Any) -> str:
 # -- serdes -------------------------------------------------------------------------------
 def record_serdes(args: argparse.Namespace, topic: str) -> tuple[Serde, Serde, str]:
     """``(key serde, value serde, bootstrap servers)`` for ``topic``: ``--key-serde`` and
-    ``--value-serde`` when given, else what the application file (if any) uses for the topic,
-    else its default serdes (JSON without an application)."""
+    ``--value-serde`` when given (a name, or a Schema Registry serde with ``--schema-registry``:
+    see :func:`~streamtable.serde.registry.registry_serde`), else what the application file (if
+    any) uses for the topic, else its default serdes (JSON without an application)."""
     bootstrap = args.bootstrap_servers
     key: Serde | None = None
     value: Serde | None = None
@@ -124,11 +129,20 @@ def record_serdes(args: argparse.Namespace, topic: str) -> tuple[Serde, Serde, s
         key, value = external_topic_serdes(app_topology(module), config).get(
             topic, (config.default_key_serde, config.default_value_serde))
     try:
-        key = serde_from(args.key_serde) if args.key_serde else key or serde_from(None)
-        value = serde_from(args.value_serde) if args.value_serde else value or serde_from(None)
+        key = _serde_option(args.key_serde, args) if args.key_serde else key or serde_from(None)
+        value = _serde_option(args.value_serde, args) if args.value_serde \
+            else value or serde_from(None)
     except ValueError as e:
         raise SystemExit(f"streamtable: {e}") from None
-    return key, value, bootstrap or DEFAULT_BOOTSTRAP
+    return key.for_key(), value, bootstrap or DEFAULT_BOOTSTRAP
+
+
+def _serde_option(spec: str, args: argparse.Namespace) -> Serde:
+    """The serde ``--key-serde``/``--value-serde`` names: a Schema Registry serde
+    (``avro:FILE.avsc``...) or a built-in one."""
+    from streamtable.serde.registry import registry_serde
+
+    return registry_serde(spec, getattr(args, "schema_registry", None)) or serde_from(spec)
 
 
 # -- produce ------------------------------------------------------------------------------
@@ -146,13 +160,16 @@ class _NotJson(ValueError):
 
 def _from_text(text: str, serde: Serde) -> Any:
     """A key or value typed on a line, as the serde's type: a number for int/long/double, JSON
-    for json (raises :class:`_NotJson` when it is not JSON), the text for string and bytes."""
+    for json and the Schema Registry serdes (raises :class:`_NotJson` when it is not JSON),
+    the text for string and bytes."""
+    from streamtable.serde.registry import RegistrySerde
+
     name = getattr(serde, "name", "")
     if name in ("int", "long"):
         return int(text)
     if name == "double":
         return float(text)
-    if name == "json":
+    if name == "json" or isinstance(serde, RegistrySerde):
         try:
             return json.loads(text)
         except ValueError:
@@ -213,10 +230,10 @@ def parse_records(lines: Iterable[str], key_serde: Serde, value_serde: Serde, fm
         except _NotJson:
             if not warned:
                 warned = True
-                log.warning("%s, line %d: the %s %s is not JSON: sent as the JSON string %s, as "
-                            "is any such key or value that follows (give --%s-serde string to "
-                            "send text)", source, number, what, _clip(text),
-                            _clip(json.dumps(text)), what)
+                log.warning("%s, line %d: the %s %s is not JSON: sent as the string %s, as is "
+                            "any such key or value that follows (write %s to mean a string)",
+                            source, number, what, _clip(text), _clip(json.dumps(text)),
+                            _clip(json.dumps(text)))
             return text
 
     for number, raw in enumerate(lines, 1):
@@ -262,7 +279,7 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[InputRecord],
         try:
             key = key_serde.serialize(topic, record.key)
             value = value_serde.serialize(topic, record.value)
-        except (TypeError, ValueError, OverflowError) as e:
+        except Exception as e:  # a serde's own errors too (a schema refusing the value)
             raise InputError(f"{source}, record {number}: cannot encode it with "
                              f"{key_serde!r}/{value_serde!r}: {e}") from None
         extra: dict[str, Any] = {}
@@ -415,9 +432,18 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV) or None,
                        help=f"Kafka bootstrap servers (default: ${BOOTSTRAP_ENV}, else the "
                             f"application's, else {DEFAULT_BOOTSTRAP})")
-        p.add_argument("--key-serde", help="json, string, int, long, double, bytes (default: "
-                                           "the application's for the topic, else json)")
+        p.add_argument("--key-serde", help="json, string, int, long, double, bytes, or with "
+                                           "--schema-registry: avro[:FILE.avsc], "
+                                           "json-schema[:FILE.json], "
+                                           "protobuf:FILE_pb2.py:Message (default: the "
+                                           "application's for the topic, else json)")
         p.add_argument("--value-serde", help="as --key-serde")
+        from streamtable.cli import REGISTRY_ENV
+
+        p.add_argument("--schema-registry", metavar="URL",
+                       default=os.environ.get(REGISTRY_ENV) or None,
+                       help="Schema Registry of the avro, json-schema and protobuf serdes "
+                            f"(default: ${REGISTRY_ENV})")
 
     p = sub.add_parser("produce", help="write records to a topic: key<TAB>value or JSON lines "
                                        '{"key", "value", "timestamp"}, from stdin or --file')

@@ -37,8 +37,8 @@ def with_key(fn: Callable[..., Any], name: str) -> Callable[[Any, Any], Any]:
     raise TypeError(f"{name} expects a function of (value) or (key, value)")
 
 
-def _maybe_serde(spec: Serde | str | None) -> Serde | None:
-    return None if spec is None else serde_from(spec)
+def _maybe_serde(spec: Serde | str | None, key: bool = False) -> Serde | None:
+    return None if spec is None else serde_from(spec, key=key)
 
 
 class StreamsBuilder:
@@ -97,7 +97,7 @@ class StreamsBuilder:
             caching=mat.caching,
             logging=mat.logging,
             queryable=mat.name is not None,
-            key_serde=_maybe_serde(mat.key_serde),
+            key_serde=_maybe_serde(mat.key_serde, key=True),
             value_serde=_maybe_serde(mat.value_serde),
         )
         self._stores[name] = spec
@@ -116,7 +116,8 @@ class StreamsBuilder:
         if store.name in self._stores:
             raise TopologyError(f"a store named {store.name!r} already exists")
         spec = StoreSpec(name=store.name, caching=False, logging=store.logging,
-                         queryable=store.queryable, key_serde=_maybe_serde(store.key_serde),
+                         queryable=store.queryable,
+                         key_serde=_maybe_serde(store.key_serde, key=True),
                          value_serde=_maybe_serde(store.value_serde))
         self._stores[store.name] = spec
         return spec
@@ -144,7 +145,7 @@ class StreamsBuilder:
                     raise TopologyError(f"topic {t!r} is already read by {node.name}")
             self.add_topic(t, internal=internal, kind="repartition" if internal else "external")
         name = self.new_name("KSTREAM-SOURCE", named)
-        ks, vs = _maybe_serde(key_serde), _maybe_serde(value_serde)
+        ks, vs = _maybe_serde(key_serde, key=True), _maybe_serde(value_serde)
         node = self.add_node(
             name,
             lambda: SourceProcessor(ks, vs, timestamp_extractor),
@@ -173,7 +174,7 @@ class StreamsBuilder:
     ) -> str:
         self.add_topic(topic, internal=internal, kind="repartition" if internal else "external")
         name = self.new_name("KSTREAM-SINK", named)
-        ks, vs = _maybe_serde(key_serde), _maybe_serde(value_serde)
+        ks, vs = _maybe_serde(key_serde, key=True), _maybe_serde(value_serde)
         node = self.add_node(
             name,
             lambda: SinkProcessor(topic, ks, vs, partitioner),

@@ -48,6 +48,16 @@ class Serde:
     def decode(self, data: bytes) -> Any:
         raise NotImplementedError
 
+    def for_key(self) -> Serde:
+        """This serde where it encodes keys: itself, unless keys and values differ (a Schema
+        Registry serde writes a key under the subject ``<topic>-key``). Kafka Streams' serdes
+        learn it from ``configure(configs, isKey)``.
+
+        >>> STRING.for_key() is STRING
+        True
+        """
+        return self
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -216,19 +226,19 @@ _BY_NAME["integer"] = INTEGER
 _BY_NAME["str"] = STRING
 
 
-def serde_from(spec: Serde | str | None, default: Serde | None = None) -> Serde:
+def serde_from(spec: Serde | str | None, default: Serde | None = None,
+               key: bool = False) -> Serde:
     """Resolve a serde given as an instance, a name (``"json"``, ``"string"``, ``"int"``,
-    ``"long"``, ``"double"``, ``"bytes"``, ``"pickle"``) or ``None`` (the default).
+    ``"long"``, ``"double"``, ``"bytes"``, ``"pickle"``) or ``None`` (the default); ``key``:
+    as a key serde (:meth:`Serde.for_key`).
 
     >>> serde_from("string")
     StringSerde()
     """
     if spec is None:
-        if default is None:
-            return JSON
-        return default
+        return (default or JSON).for_key() if key else default or JSON
     if isinstance(spec, Serde):
-        return spec
+        return spec.for_key() if key else spec
     try:
         return _BY_NAME[spec.lower()]
     except KeyError:

@@ -260,7 +260,7 @@ class TopologyTestDriver:
         self._partitions[topic] = partitions
         return TestInputTopic(
             self, topic,
-            serde_from(key_serde, self.config.default_key_serde),
+            serde_from(key_serde, self.config.default_key_serde, key=True),
             serde_from(value_serde, self.config.default_value_serde),
             self.wall_clock_ms if start_timestamp is None else start_timestamp,
             auto_advance_ms,
@@ -275,7 +275,7 @@ class TopologyTestDriver:
         """An output topic, read from its first record."""
         return TestOutputTopic(
             self, topic,
-            serde_from(key_serde, self.config.default_key_serde),
+            serde_from(key_serde, self.config.default_key_serde, key=True),
             serde_from(value_serde, self.config.default_value_serde),
         )
 

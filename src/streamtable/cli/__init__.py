@@ -38,7 +38,7 @@ from streamtable.serving import configured_serving_store
 from streamtable.topology.graph import Topology
 
 if TYPE_CHECKING:
-
+    from streamtable.serving.base import ServingStore
     from streamtable.serving.view import StoreView
 
 log = logging.getLogger("streamtable")
@@ -143,9 +143,14 @@ def _input_topics(app: Any, create: bool, partitions: int) -> None:
     client = app.config.kafka_client_config
     sources = app.topology.source_topics
     if create:
+        from streamtable.kafka.admin import partitions_text
+
         existing = list_topic_names(bootstrap, client_config=client)
-        ensure_topics(bootstrap, {t: partitions for t in sources if t not in existing},
-                      client_config=client)
+        missing = [t for t in sources if t not in existing]
+        ensure_topics(bootstrap, {t: partitions for t in missing}, client_config=client)
+        if missing:
+            log.info("created the input topic%s %s (%s each)", "s" if missing[1:] else "",
+                     ", ".join(missing), partitions_text(partitions))
         return
     require_topics(bootstrap, sources, " (or run with --create-topics)", client_config=client)
 
@@ -227,6 +232,24 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _served_state(config: StreamsConfig, app: str) -> ServingStore:
+    """The application's serving store; raises StreamsError saying the application has not run
+    yet when it holds no batch (without creating a SQLite file where there is none)."""
+    path = Path(config["state.dir"]) / config.application_id / "serving.db"
+    # a serving.url may hold a password: named by its setting, not shown
+    where = "in its serving store (serving.url)" if config.get("serving.url") else f"at {path}"
+    not_run = StreamsError(
+        f"the application {config.application_id!r} has not run yet: there is no state "
+        f"{where}; run it first (streamtable run {app}), with the same --state-dir or "
+        "--serving-url")
+    if not config.get("serving.url") and not path.exists():
+        raise not_run
+    serving = configured_serving_store(config)
+    if serving.last_batch() < 0:
+        raise not_run
+    return serving
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     module = load_app(args.app)
     topology = app_topology(module)
@@ -234,28 +257,29 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.store not in names:
         raise SystemExit(f"streamtable: no queryable store {args.store!r}; "
                          f"queryable stores: {names}")
-    view = configured_serving_store(StreamsConfig(_settings(module, args))).view(
-        args.store, topology.stores[args.store].kind)
-    if args.key is not None:
-        key: Any = args.key
-        try:
-            key = json.loads(args.key)
-        except ValueError:
-            pass
-        value = view.get(key)
-        if value is None:
-            from streamtable.windowing import Windowed
-
-            # a windowed store's keys are Windowed(key, start, end): every window of the key
-            windows = [(k, v) for k, v in view.all() if isinstance(k, Windowed) and k.key == key]
-            if windows:
-                for k, v in windows:
-                    print(json.dumps([k, v], default=_jsonable))
-                return 0
-        print(json.dumps(value, default=_jsonable))
-    else:
+    config = StreamsConfig(_settings(module, args))
+    view = _served_state(config, args.app).view(args.store, topology.stores[args.store].kind)
+    if args.key is None:
         for k, v in view.all():
             print(json.dumps([k, v], default=_jsonable))
+        return 0
+    key: Any = args.key
+    try:
+        key = json.loads(args.key)
+    except ValueError:
+        pass
+    value = view.get(key)
+    if value is not None:
+        print(json.dumps(value, default=_jsonable))
+        return 0
+    from streamtable.windowing import Windowed
+
+    # a windowed store's keys are Windowed(key, start, end): every window of the key
+    windows = [(k, v) for k, v in view.all() if isinstance(k, Windowed) and k.key == key]
+    for k, v in windows:
+        print(json.dumps([k, v], default=_jsonable))
+    if not windows:
+        raise StreamsError(f"no key {key!r} in store {args.store!r} of {config.application_id}")
     return 0
 
 

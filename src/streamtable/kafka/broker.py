@@ -275,12 +275,12 @@ class EmbeddedBroker:
             except OSError as exc:
                 last_error = exc
                 time.sleep(0.02)
-        admin = AdminClient(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                "socket.connection.setup.timeout.ms": 1000,
-            }
-        )
+        from streamtable.kafka.client_log import with_client_log
+
+        admin = AdminClient(with_client_log({
+            "bootstrap.servers": self.bootstrap_servers,
+            "socket.connection.setup.timeout.ms": 1000,
+        }))
         while time.monotonic() < deadline:
             if not self.is_running():
                 code = self._process.returncode if self._process else "?"

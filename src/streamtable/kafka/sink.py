@@ -56,6 +56,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from streamtable.errors import StreamsError
 from streamtable.kafka.admin import partition_counts
+from streamtable.kafka.client_log import with_client_log
 from streamtable.partitioner import default_partition, murmur2, positive_hashes
 
 logger = logging.getLogger(__name__)
@@ -293,7 +294,7 @@ class _TailScanner:
                 "fetch.wait.max.ms": 10,
             }
         )
-        self.consumer = Consumer(conf)
+        self.consumer = Consumer(with_client_log(conf))
         self.app = app_id.encode("utf-8")
         self.writer = writer_id.encode("utf-8")
         self.batch = str(batch_id).encode("ascii")
@@ -398,7 +399,7 @@ def _get_producer(conf: Mapping[str, Any]) -> Producer:
     with _PRODUCERS_LOCK:
         producer = _PRODUCERS.get(key)
         if producer is None:
-            producer = Producer(dict(conf))
+            producer = Producer(with_client_log(conf))
             _PRODUCERS[key] = producer
         return producer
 

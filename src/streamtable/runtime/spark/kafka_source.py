@@ -84,6 +84,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from streamtable.kafka.client_log import with_client_log
 from streamtable.kafka.ranges import (
     CLOCK,
     READER_GROUP_ID,
@@ -309,7 +310,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for k, v in self._client_conf().items()
                 if not k.startswith(("fetch.", "isolation.", "auto.", "enable.", "max.partition"))
             }
-            self._admin = AdminClient(admin_conf)
+            self._admin = AdminClient(with_client_log(admin_conf))
         return self._admin
 
     def _partitions_of_topics(self) -> dict[str, list[int]]:
@@ -381,7 +382,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "auto.offset.reset": "latest",
                 }
             )
-            self._probe = Consumer(conf)
+            self._probe = Consumer(with_client_log(conf))
         tps = [TopicPartition(t, int(p), off) for t, ps in listed.items() for p, off in ps.items()]
         self._probe.assign(tps)
         pending = {(tp.topic, tp.partition) for tp in tps}
@@ -529,7 +530,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "enable.auto.commit": False,
                     "on_commit": self._committed,
                 })
-                self._committer = Consumer(conf)
+                self._committer = Consumer(with_client_log(conf))
             tps = [
                 TopicPartition(topic, int(part), int(off))
                 for topic, parts in canonical.items() if topic != CLOCK

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
+from streamtable.durations import Duration
 from streamtable.records import Headers
 
 if TYPE_CHECKING:
@@ -174,10 +175,10 @@ class ProcessorContext(Protocol):
         """A store connected to this processor."""
         ...
 
-    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+    def schedule(self, interval_ms: Duration, punctuation_type: PunctuationType,
                  punctuator: Punctuator) -> Cancellable:
-        """Call ``punctuator(time)`` every ``interval_ms`` of stream time or wall-clock time;
-        ``cancel()`` the result to stop."""
+        """Call ``punctuator(time)`` every ``interval_ms`` (ms or a ``timedelta``) of stream
+        time or wall-clock time; ``cancel()`` the result to stop."""
         ...
 
     def record_metadata(self) -> RecordMetadata | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from streamtable.durations import Duration, to_ms
 from streamtable.errors import ProcessingError
 from streamtable.processors._operator import InternalProcessorContext
 from streamtable.processors.api import (
@@ -128,13 +129,14 @@ class ProcessorApiContext:
                 self._task.get_state_store(name), lambda: self._task.stream_time)
         return view
 
-    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+    def schedule(self, interval_ms: Duration, punctuation_type: PunctuationType,
                  punctuator: Punctuator) -> Cancellable:
-        """Call ``punctuator(time)`` every ``interval_ms`` of stream time or wall-clock time
-        (see :class:`~streamtable.processors.api.PunctuationType`); ``cancel()`` the result to
-        stop. Schedule in ``init``: the schedule is task state and continues across restarts
-        (and the Spark runtime's micro-batches)."""
-        return self._task.schedule(self._node, interval_ms, punctuation_type, punctuator)
+        """Call ``punctuator(time)`` every ``interval_ms`` (ms or a ``timedelta``) of stream
+        time or wall-clock time (see :class:`~streamtable.processors.api.PunctuationType`);
+        ``cancel()`` the result to stop. Schedule in ``init``: the schedule is task state and
+        continues across restarts (and the Spark runtime's micro-batches)."""
+        interval = to_ms(interval_ms, "interval_ms")
+        return self._task.schedule(self._node, interval, punctuation_type, punctuator)
 
     def record_metadata(self) -> RecordMetadata | None:
         """Topic, partition and offset of the input record being processed (None in a

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamtable.config import StreamsConfig
+from streamtable.durations import Duration, to_ms
 from streamtable.engine.batch import run_task_batch
 from streamtable.engine.ports import RecordOrdering
 from streamtable.engine.task import Task
@@ -46,7 +47,11 @@ TEST_APPLICATION_ID = "test-app"
 
 @dataclass
 class TestRecord:
-    """A record read from an output topic."""
+    """A record read from an output topic: key, value, timestamp and headers.
+
+    >>> TestRecord("alice", 3, 60_000)
+    TestRecord(key='alice', value=3, timestamp=60000, headers=())
+    """
 
     key: Any
     value: Any
@@ -252,7 +257,7 @@ class TopologyTestDriver:
         value_serde: Serde | str | None = None,
         *,
         start_timestamp: int | None = None,
-        auto_advance_ms: int = 0,
+        auto_advance_ms: Duration = 0,
         partitions: int = 1,
     ) -> TestInputTopic:
         """An input topic; its serdes default to the application's default serdes. With
@@ -263,7 +268,7 @@ class TopologyTestDriver:
             serde_from(key_serde, self.config.default_key_serde, key=True),
             serde_from(value_serde, self.config.default_value_serde),
             self.wall_clock_ms if start_timestamp is None else start_timestamp,
-            auto_advance_ms,
+            to_ms(auto_advance_ms, "auto_advance_ms"),
         )
 
     def create_output_topic(
@@ -330,10 +335,11 @@ class TopologyTestDriver:
                 total[reason] = total.get(reason, 0) + n
         return total
 
-    def advance_wall_clock_time(self, ms: int) -> None:
-        """Move the driver's mock clock forward by ``ms`` and fire the wall-clock punctuations
-        now due (Kafka Streams' ``advanceWallClockTime``), then process what they caused and
-        commit. In batch mode the punctuations wait for the next :meth:`run_batch`.
+    def advance_wall_clock_time(self, ms: Duration) -> None:
+        """Move the driver's mock clock forward by ``ms`` (or a ``timedelta``) and fire the
+        wall-clock punctuations now due (Kafka Streams' ``advanceWallClockTime``), then process
+        what they caused and commit. In batch mode the punctuations wait for the next
+        :meth:`run_batch`.
 
         >>> from streamtable import Processor, PunctuationType, Record, StreamsBuilder
         >>> class Ticker(Processor):
@@ -347,9 +353,10 @@ class TopologyTestDriver:
         >>> driver.create_output_topic("ticks").read_key_values()
         [('tick', 2500)]
         """
-        if ms < 0:
+        advance = to_ms(ms, "ms")
+        if advance < 0:
             raise ValueError("the wall clock does not go back")
-        self.wall_clock_ms += ms
+        self.wall_clock_ms += advance
         for task in self._tasks.values():
             task.wall_clock_ms = self.wall_clock_ms
         if self.batch_mode:
@@ -359,6 +366,14 @@ class TopologyTestDriver:
         self._complete()
 
     def close(self) -> None:
+        """Close every task's processors (also on leaving a ``with`` block).
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> with TopologyTestDriver(b.build()) as driver:
+        ...     driver.create_input_topic("in").pipe_input("k", "v")
+        """
         for t in self._tasks.values():
             t.close()
 
@@ -420,7 +435,18 @@ def _source_topics(topology: Topology, wiring: Any, subtopology: int) -> list[st
 
 
 class TestInputTopic:
-    """Pipes records into one topic of a driver."""
+    """Pipes records into one topic of a driver (made by
+    :meth:`TopologyTestDriver.create_input_topic`), serialized with the topic's serdes.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").map_values(str.upper).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> words = driver.create_input_topic("in", start_timestamp=0, auto_advance_ms=1000)
+    >>> words.pipe_key_value_list([("a", "x"), ("b", "y")])
+    >>> driver.create_output_topic("out").read_records()[-1]
+    TestRecord(key='b', value='Y', timestamp=1000, headers=())
+    """
 
     __test__ = False
 
@@ -433,8 +459,22 @@ class TestInputTopic:
         self._time = start_timestamp
         self._advance = auto_advance_ms
 
-    def advance_time(self, ms: int) -> None:
-        self._time += ms
+    def advance_time(self, ms: Duration) -> None:
+        """Move the time of the next record piped without a timestamp by ``ms`` (or a
+        ``timedelta``).
+
+        >>> from datetime import timedelta
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> topic = driver.create_input_topic("in", start_timestamp=0)
+        >>> topic.advance_time(timedelta(minutes=1))
+        >>> topic.pipe_input("k", "v")
+        >>> driver.create_output_topic("out").read_records()[0].timestamp
+        60000
+        """
+        self._time += to_ms(ms, "ms")
 
     def pipe_input(self, key: Any = None, value: Any = None, timestamp: int | None = None,
                    headers: Headers = (), partition: int = 0) -> None:
@@ -453,16 +493,47 @@ class TestInputTopic:
         )
 
     def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]]) -> None:
+        """Pipe ``(key, value)`` pairs, one record each, at the topic's current time.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("b", 2)])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('a', 1), ('b', 2)]
+        """
         for k, v in pairs:
             self.pipe_input(k, v)
 
     def pipe_value_list(self, values: Iterable[Any]) -> None:
+        """Pipe values with ``None`` keys, one record each.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_value_list(["x", "y"])
+        >>> driver.create_output_topic("out").read_key_values()
+        [(None, 'x'), (None, 'y')]
+        """
         for v in values:
             self.pipe_input(None, v)
 
 
 class TestOutputTopic:
-    """Reads, in order, what the topology wrote to one topic."""
+    """Reads, in order, what the topology wrote to one topic (made by
+    :meth:`TopologyTestDriver.create_output_topic`); each read returns what was not read yet.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").filter(lambda k, v: v > 0).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> out = driver.create_output_topic("out")
+    >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("b", -1), ("c", 2)])
+    >>> out.get_queue_size(), out.read_values(), out.is_empty()
+    (2, [1, 2], True)
+    """
 
     __test__ = False
 
@@ -481,6 +552,7 @@ class TestOutputTopic:
         return out
 
     def read_records(self) -> list[TestRecord]:
+        """The records not read yet, with timestamps and headers (see the class's example)."""
         return [
             TestRecord(
                 self.key_serde.deserialize(self.topic, r.key),
@@ -492,9 +564,12 @@ class TestOutputTopic:
         ]
 
     def read_key_values(self) -> list[tuple[Any, Any]]:
+        """The ``(key, value)`` pairs not read yet (see
+        :meth:`TestInputTopic.pipe_key_value_list`)."""
         return [(r.key, r.value) for r in self.read_records()]
 
     def read_values(self) -> list[Any]:
+        """The values not read yet (see the class's example)."""
         return [r.value for r in self.read_records()]
 
     def read_key_values_to_map(self) -> dict[Any, Any]:
@@ -508,7 +583,9 @@ class TestOutputTopic:
         return result
 
     def is_empty(self) -> bool:
+        """Whether every record written so far has been read (see the class's example)."""
         return self._position >= len(self._driver._log(self.topic).records)
 
     def get_queue_size(self) -> int:
+        """How many records are written and not read yet (see the class's example)."""
         return len(self._driver._log(self.topic).records) - self._position

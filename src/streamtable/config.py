@@ -303,6 +303,12 @@ class StreamsConfig:
             self._values[key] = v if is_client_key(key) else check_value(key, v)
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The value of setting ``key`` (or ``default``; ``config[key]`` raises instead).
+
+        >>> config = StreamsConfig({"application.id": "app", "commit.interval.ms": 500})
+        >>> config.get("commit.interval.ms"), config.get("no.such.key", "-")
+        (500, '-')
+        """
         return self._values.get(key, default)
 
     def __getitem__(self, key: str) -> Any:
@@ -327,30 +333,37 @@ class StreamsConfig:
 
     @property
     def application_id(self) -> str:
+        """``application.id``."""
         return str(self._values["application.id"])
 
     @property
     def caching_enabled(self) -> bool:
+        """Whether record caches are on (``cache.max.bytes.buffering > 0``)."""
         return int(self._values["cache.max.bytes.buffering"]) > 0
 
     @property
     def cache_max_entries(self) -> int:
+        """How many entries a task's record cache holds, from ``cache.max.bytes.buffering``."""
         return max(1, int(self._values["cache.max.bytes.buffering"]) // CACHE_BYTES_PER_ENTRY)
 
     @property
     def default_key_serde(self) -> Serde:
+        """The serde of ``default.key.serde``, for keys."""
         return serde_from(self._values["default.key.serde"], key=True)
 
     @property
     def default_value_serde(self) -> Serde:
+        """The serde of ``default.value.serde``."""
         return serde_from(self._values["default.value.serde"])
 
     @property
     def dead_letter_topic(self) -> str | None:
+        """``errors.dead.letter.queue.topic.name``, or None."""
         return self._values.get("errors.dead.letter.queue.topic.name")
 
     @property
     def rocksdb_stores(self) -> bool:
+        """Whether tasks keep their stores in RocksDB (``default.dsl.store=rocksDB``)."""
         return bool(self._values["default.dsl.store"] == "rocksDB")
 
     def handler(self, key: str) -> str:

@@ -6,11 +6,25 @@ from pathlib import Path
 
 
 class StreamsError(Exception):
-    """Base class of every error raised by streamtable."""
+    """Base class of every error raised by streamtable.
+
+    >>> issubclass(ProcessingError, StreamsError), issubclass(TopologyError, StreamsError)
+    (True, True)
+    """
 
 
 class TopologyError(StreamsError):
-    """The topology is invalid (raised while it is built or described)."""
+    """The topology is invalid (raised while it is built or described).
+
+    >>> from streamtable import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> _ = b.table("users", materialized="users")
+    >>> try:
+    ...     b.table("accounts", materialized="users")
+    ... except TopologyError as e:
+    ...     print(e)
+    a store named 'users' already exists
+    """
 
 
 class RecordError(StreamsError):
@@ -67,7 +81,12 @@ def show_key(key: bytes) -> str:
 
 
 class DeserializationError(RecordError):
-    """A record's key or value could not be decoded by its serde."""
+    """A record's key or value could not be decoded by its serde.
+
+    >>> e = DeserializationError("value is not JSON", topic="clicks", partition=2, offset=41)
+    >>> e.topic, e.offset, e.advice.split(",")[0]
+    ('clicks', 41, "produce records the topic's serde can read")
+    """
 
     advice = ("produce records the topic's serde can read, or set "
               "default.deserialization.exception.handler=continue to skip such records (counted "
@@ -76,7 +95,18 @@ class DeserializationError(RecordError):
 
 
 class ProcessingError(RecordError):
-    """A user function (predicate, mapper, aggregator, ...) raised while processing a record."""
+    """A user function (predicate, mapper, aggregator, ...) raised while processing a record.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").map_values(lambda v: 1 / v).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> try:
+    ...     driver.create_input_topic("in").pipe_input("k", 0)
+    ... except ProcessingError as e:
+    ...     print(e.topic, e.offset, type(e.__cause__).__name__)
+    in 0 ZeroDivisionError
+    """
 
     advice = ("fix the operator's function for such records, or set "
               "processing.exception.handler=continue to skip them (counted and logged), or "

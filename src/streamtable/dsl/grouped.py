@@ -29,7 +29,17 @@ if TYPE_CHECKING:
 
 
 class KGroupedStream:
-    """A stream grouped by key, ready for ``count``, ``reduce`` or ``aggregate``."""
+    """A stream grouped by key, ready for ``count``, ``reduce`` or ``aggregate`` (or
+    ``windowed_by`` first). Made by :meth:`KStream.group_by_key` or :meth:`KStream.group_by`.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> counts = b.stream("words").group_by(lambda k, word: word).count(materialized="counts")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> driver.create_input_topic("words").pipe_value_list(["a", "b", "a"])
+    >>> driver.get_key_value_store("counts").get("a")
+    2
+    """
 
     def __init__(
         self,
@@ -337,7 +347,20 @@ def _count_minus_one(key: Any, value: Any, aggregate: int) -> int:
 
 class KGroupedTable:
     """A table re-grouped by a new key (always repartitioned), for aggregations that add the new
-    value and subtract the old one."""
+    value and subtract the old one. Made by :meth:`KTable.group_by`.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> users = b.table("users")
+    >>> per_city = users.group_by(lambda user, u: (u["city"], u)).count(materialized="per-city")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> topic = driver.create_input_topic("users")
+    >>> topic.pipe_input("ann", {"city": "Oslo"})
+    >>> topic.pipe_input("ann", {"city": "Rome"})  # ann moves: Oslo -1, Rome +1
+    >>> store = driver.get_key_value_store("per-city")
+    >>> store.get("Oslo"), store.get("Rome")
+    (0, 1)
+    """
 
     def __init__(
         self,

@@ -40,9 +40,19 @@ queryable=True, persistent=False)
     persistent: bool = False
 
     def with_logging_disabled(self) -> StoreBuilder:
+        """No changelog for the store.
+
+        >>> StoreBuilder("s").with_logging_disabled().logging
+        False
+        """
         return replace(self, logging=False)
 
     def with_logging_enabled(self) -> StoreBuilder:
+        """A changelog for the store (the default).
+
+        >>> StoreBuilder("s").with_logging_disabled().with_logging_enabled().logging
+        True
+        """
         return replace(self, logging=True)
 
     def with_queryable(self, queryable: bool = True) -> StoreBuilder:
@@ -64,15 +74,34 @@ class Stores:
 
     @staticmethod
     def in_memory_key_value_store(name: str) -> KeyValueStoreSupplier:
+        """A key-value store named ``name``, kept in memory.
+
+        >>> Stores.in_memory_key_value_store("seen").persistent
+        False
+        """
         return KeyValueStoreSupplier(name, persistent=False)
 
     @staticmethod
     def persistent_key_value_store(name: str) -> KeyValueStoreSupplier:
+        """A key-value store named ``name``, persistent (see the class's note).
+
+        >>> Stores.persistent_key_value_store("seen").name
+        'seen'
+        """
         return KeyValueStoreSupplier(name, persistent=True)
 
     @staticmethod
     def key_value_store_builder(supplier: KeyValueStoreSupplier,
                                 key_serde: Serde | str | None = None,
                                 value_serde: Serde | str | None = None) -> StoreBuilder:
+        """The store of ``supplier`` with its serdes, to add with
+        :meth:`StreamsBuilder.add_state_store`.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.add_state_store(Stores.key_value_store_builder(
+        ...     Stores.in_memory_key_value_store("seen"), "string", "long")).name
+        'seen'
+        """
         return StoreBuilder(supplier.name, key_serde, value_serde,
                             persistent=supplier.persistent)

@@ -330,7 +330,17 @@ def _join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any
 
 class BranchedKStream:
     """Built by :meth:`KStream.split`; finish with :meth:`default_branch` or
-    :meth:`no_default_branch` to get ``{branch name: KStream}``."""
+    :meth:`no_default_branch` to get ``{branch name: KStream}``.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> branches = b.stream("in").split().branch(lambda k, v: v < 0, name="neg").default_branch()
+    >>> branches["neg"].to("negative")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> driver.create_input_topic("in").pipe_value_list([1, -2, 3])
+    >>> driver.create_output_topic("negative").read_values()
+    [-2]
+    """
 
     def __init__(self, stream: KStream, prefix: str) -> None:
         self._stream = stream
@@ -340,16 +350,40 @@ class BranchedKStream:
     def branch(
         self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
     ) -> BranchedKStream:
+        """A branch for the records ``predicate(key, value)`` holds for (and no earlier branch
+        took), named ``prefix + name`` (default: its position, from 1).
+
+        >>> from streamtable import StreamsBuilder
+        >>> s = StreamsBuilder().stream("in")
+        >>> sorted(s.split().branch(lambda k, v: v > 0).branch(lambda k, v: v < 0)
+        ...        .no_default_branch())
+        ['1', '2']
+        """
         label = name if name is not None else str(len(self._branches) + 1)
         self._branches.append((predicate, self._prefix + label))
         return self
 
     def default_branch(self, *, name: str | None = None) -> dict[str, KStream]:
+        """Finish with a branch for the records no predicate took (named ``prefix + name``,
+        default ``"0"``); returns every branch by name.
+
+        >>> from streamtable import StreamsBuilder
+        >>> s = StreamsBuilder().stream("in")
+        >>> sorted(s.split(prefix="p-").branch(lambda k, v: v > 0).default_branch())
+        ['p-0', 'p-1']
+        """
         label = name if name is not None else "0"
         self._branches.append((None, self._prefix + label))
         return self._finish()
 
     def no_default_branch(self) -> dict[str, KStream]:
+        """Finish without a default branch: records no predicate took are dropped.
+
+        >>> from streamtable import StreamsBuilder
+        >>> s = StreamsBuilder().stream("in")
+        >>> list(s.split().branch(lambda k, v: v > 0, name="pos").no_default_branch())
+        ['pos']
+        """
         return self._finish()
 
     def _finish(self) -> dict[str, KStream]:

@@ -81,6 +81,7 @@ class TopologyBuilder:
 
     def connect_processor_and_state_stores(self, processor: str,
                                            *store_names: str) -> TopologyBuilder:
+        """Give processor ``processor`` access to stores already added (by name)."""
         node = self._b._nodes.get(processor)
         if node is None or not node.options.get("user"):
             raise TopologyError(f"{processor!r} is not a processor added with add_processor")
@@ -104,7 +105,9 @@ class TopologyBuilder:
         return self
 
     def build(self) -> Topology:
+        """The topology, to run with a ``TopologyTestDriver`` or a ``StreamsApp``."""
         return self._b.build()
 
     def describe(self) -> str:
+        """The topology's description (:meth:`Topology.describe`)."""
         return self.build().describe()

@@ -80,7 +80,14 @@ class RegistrySerde(Serde):
     or a ``SchemaRegistryClient`` configuration dict with ``url`` and, say,
     ``basic.auth.user.info``), the role (key or value), the serializer's configuration
     (``conf``: confluent-kafka's, e.g. ``{"auto.register.schemas": False}``) and the
-    per-process serializer and deserializer, made on first use."""
+    per-process serializer and deserializer, made on first use (so making one needs no
+    registry).
+
+    >>> serde = JsonSchemaSerde(None, {"url": "http://localhost:8081"},
+    ...                         conf={"auto.register.schemas": False})
+    >>> isinstance(serde, RegistrySerde), serde.registry_config["url"], serde.is_key
+    (True, 'http://localhost:8081', None)
+    """
 
     name = "registry"
     _lazy: tuple[str, ...] = ("_serializer", "_deserializer", "_key_variant")

@@ -189,6 +189,7 @@ class Topology:
                 seen[t] = st.id
 
     def subtopology_of_topic(self, topic: str) -> SubTopology | None:
+        """The sub-topology reading ``topic``, or None."""
         for st in self.subtopologies:
             if topic in st.source_topics:
                 return st
@@ -211,6 +212,7 @@ class Topology:
 
     @property
     def repartition_topics(self) -> list[str]:
+        """The repartition topics (internal: named without the application id)."""
         return [t.name for t in self.topics.values() if t.kind == "repartition"]
 
     def internal_topic_name(self, application_id: str, topic: str) -> str:

@@ -408,6 +408,7 @@ class StreamsApp:
         self._query.processAllAvailable()
 
     def await_termination(self, timeout: float | None = None) -> bool:
+        """Block until the query stops (or ``timeout`` seconds pass: then False)."""
         if timeout is None:
             self._query.awaitTermination()
             return True
@@ -415,6 +416,7 @@ class StreamsApp:
 
     @property
     def is_running(self) -> bool:
+        """Whether the query is running."""
         return self._query is not None and self._query.isActive
 
     def stop(self) -> None:

@@ -94,14 +94,6 @@ class Stores:
     def key_value_store_builder(supplier: KeyValueStoreSupplier,
                                 key_serde: Serde | str | None = None,
                                 value_serde: Serde | str | None = None) -> StoreBuilder:
-        """The store of ``supplier`` with its serdes, to add with
-        :meth:`StreamsBuilder.add_state_store`.
-
-        >>> from streamtable import StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> b.add_state_store(Stores.key_value_store_builder(
-        ...     Stores.in_memory_key_value_store("seen"), "string", "long")).name
-        'seen'
-        """
+        """A key-value store: a processor gets, puts and iterates plain values."""
         return StoreBuilder(supplier.name, key_serde, value_serde,
                             persistent=supplier.persistent)

@@ -136,7 +136,18 @@ class KGroupedStream:
     def reduce(self, reducer: Callable[[Any, Any], Any],
                materialized: Materialized | str | None = None, *,
                named: str | None = None) -> KTable:
-        """``reducer(aggregate, value)`` combines each record into its key's aggregate."""
+        """``reducer(aggregate, value)`` combines each record into its key's aggregate.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> longest = b.stream("words").group_by_key().reduce(
+        ...     lambda a, w: max(a, w, key=len), materialized="longest")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("words").pipe_key_value_list(
+        ...     [("en", "to"), ("en", "bee"), ("en", "a")])
+        >>> driver.get_key_value_store("longest").get("en")
+        'bee'
+        """
         return self._aggregate(
             materialized, "KSTREAM-REDUCE", lambda s, _: agg.StreamReduce(s, reducer), named
         )
@@ -145,7 +156,18 @@ class KGroupedStream:
                   aggregator: Callable[[Any, Any, Any], Any],
                   materialized: Materialized | str | None = None, *,
                   named: str | None = None) -> KTable:
-        """``aggregator(key, value, aggregate)`` starting from ``initializer()``."""
+        """``aggregator(key, value, aggregate)`` starting from ``initializer()``.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> pages = b.stream("views").group_by_key().aggregate(
+        ...     set, lambda user, page, seen: seen | {page}, materialized="pages-seen")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("views").pipe_key_value_list(
+        ...     [("ann", "/a"), ("ann", "/b"), ("ann", "/a")])
+        >>> sorted(driver.get_key_value_store("pages-seen").get("ann"))
+        ['/a', '/b']
+        """
         return self._aggregate(
             materialized, "KSTREAM-AGGREGATE",
             lambda s, _: agg.StreamAggregate(s, initializer, aggregator), named,
@@ -393,7 +415,8 @@ class KGroupedTable:
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
-        """Rows per group; a group whose rows all left keeps a count of 0."""
+        """Rows per group; a group whose rows all left keeps a count of 0 (see the class's
+        example)."""
         return self._aggregate(
             materialized, "KTABLE-AGGREGATE",
             lambda s: agg.TableAggregate(s, _zero, _count_one, _count_minus_one), named,
@@ -422,7 +445,21 @@ class KGroupedTable:
                   materialized: Materialized | str | None = None, *,
                   named: str | None = None) -> KTable:
         """``adder(key, value, aggregate)`` / ``subtractor(key, value, aggregate)`` from
-        ``initializer()``; a result of ``None`` deletes the row."""
+        ``initializer()``; a result of ``None`` deletes the row.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> balances = b.table("accounts").group_by(lambda k, a: (a["branch"], a["balance"]))
+        >>> total = balances.aggregate(lambda: 0, lambda k, v, agg: agg + v,
+        ...                            lambda k, v, agg: agg - v, materialized="per-branch")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> accounts = driver.create_input_topic("accounts")
+        >>> accounts.pipe_input("a1", {"branch": "Oslo", "balance": 100})
+        >>> accounts.pipe_input("a2", {"branch": "Oslo", "balance": 50})
+        >>> accounts.pipe_input("a1", {"branch": "Oslo", "balance": 70})  # -100, +70
+        >>> driver.get_key_value_store("per-branch").get("Oslo")
+        120
+        """
         return self._aggregate(
             materialized, "KTABLE-AGGREGATE",
             lambda s: agg.TableAggregate(s, initializer, adder, subtractor), named,

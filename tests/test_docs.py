@@ -42,11 +42,13 @@ def test_mkdocs_build_is_strict_and_clean(site: Path) -> None:
     assert "state.location" in (site / "configuration" / "index.html").read_text()
 
 
-def test_doctest_examples_render_as_code_not_quotes(site: Path) -> None:
+def test_doctest_examples_and_roles_render_as_code(site: Path) -> None:
     api = (site / "api" / "index.html").read_text()
     assert '<pre><code class="language-pycon">&gt;&gt;&gt; TimeWindows.of(' in api
     assert "<blockquote>" not in api
     assert "doctest:" not in api  # the flags of an example are not shown
+    assert ":class:" not in api and ":meth:" not in api
+    assert "(made by\n<code>TopologyTestDriver.create_input_topic</code>)" in api
 
 
 def public_names() -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """An mkdocs hook: docstrings' doctest examples (``>>>`` lines and the output after them) render
-as Python console code blocks, not as nested quotes, in the API reference and the pages.
+as Python console code blocks, not as nested quotes, in the API reference and the pages; and
+their Sphinx roles (``:class:`~streamtable.x.Name```, ``:meth:`Name.method```) render as code
+(``Name``, ``Name.method``) rather than as the role's markup.
 
 Registered as a Markdown extension in ``on_config``; mkdocstrings renders docstrings with the
 site's Markdown extensions, so the examples of the reference are converted too. It runs after
@@ -17,6 +19,12 @@ from markdown import Extension, Markdown
 from markdown.preprocessors import Preprocessor
 
 _FLAGS = re.compile(r"\s*#\s*doctest:.*$")
+_ROLE = re.compile(r":(?:class|meth|func|attr|mod|exc|data|obj):`(~?)([^`]+)`")
+
+
+def _role_as_code(match: re.Match[str]) -> str:
+    target = match.group(2)
+    return f"`{target.rsplit('.', 1)[-1] if match.group(1) else target}`"
 
 
 class _DoctestBlocks(Preprocessor):
@@ -45,7 +53,7 @@ class _DoctestBlocks(Preprocessor):
                 indent = line[:len(line) - len(line.lstrip())]
                 block.append(_FLAGS.sub("", line))
                 continue
-            out.append(line)
+            out.append(_ROLE.sub(_role_as_code, line))
         if block:
             close()
         return out

@@ -285,31 +285,97 @@ class TopologyTestDriver:
         )
 
     def topic_records(self, topic: str) -> list[RawRecord]:
-        """Every raw record written to ``topic`` so far (internal topics use their full name)."""
+        """Every raw record written to ``topic`` so far (internal topics use their full name).
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input("k", {"n": 1}, timestamp=5)
+        >>> record = driver.topic_records("out")[0]
+        >>> record.key, record.value, record.timestamp
+        (b'"k"', b'{"n":1}', 5)
+        """
         return list(self._log(topic).records)
 
     # -- state -----------------------------------------------------------------------------
     def get_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
-        """Query a store by name: ``get``, ``all``, ``range``, ``prefix_scan``."""
+        """Query a store by name: ``get``, ``all``, ``range``, ``prefix_scan``.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("in").group_by_key().count(materialized="counts")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("b", 1), ("a", 1)])
+        >>> store = driver.get_key_value_store("counts")
+        >>> store.get("a"), sorted(store.all())
+        (2, [('a', 2), ('b', 1)])
+        """
         return ReadOnlyKeyValueStore(self._store(name))
 
     def get_timestamped_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
-        """Like :meth:`get_key_value_store`, with ``(value, timestamp)`` values."""
+        """Like :meth:`get_key_value_store`, with ``(value, timestamp)`` values.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> latest = b.table("in", materialized="latest")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input("a", "x", timestamp=7)
+        >>> driver.get_timestamped_key_value_store("latest").get("a")
+        ('x', 7)
+        """
         return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
 
     def get_window_store(self, name: str) -> ReadOnlyWindowStore:
         """Query the store of a time- or sliding-windowed aggregation:
         ``fetch(key, time_from, time_to)`` gives ``(window start, value)`` pairs,
-        ``fetch_all(time_from, time_to)`` ``(Windowed, value)`` pairs."""
+        ``fetch_all(time_from, time_to)`` ``(Windowed, value)`` pairs (see the
+        windows guide).
+
+        >>> from streamtable import Materialized, StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> counts = (b.stream("in").group_by_key().windowed_by(TimeWindows.of(1000))
+        ...           .count(Materialized.as_("per-second").with_retention(60_000)))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> topic = driver.create_input_topic("in")
+        >>> for t in (100, 200, 1100):
+        ...     topic.pipe_input("a", "x", timestamp=t)
+        >>> driver.get_window_store("per-second").fetch("a", 0, 1000)
+        [(0, 2), (1000, 1)]
+        """
         return ReadOnlyWindowStore(self._store(name, "window"))
 
     def get_timestamped_window_store(self, name: str) -> ReadOnlyWindowStore:
-        """Like :meth:`get_window_store`, with ``(value, timestamp)`` values."""
+        """Like :meth:`get_window_store`, with ``(value, timestamp)`` values (the timestamp
+        of a window's latest update).
+
+        >>> from streamtable import StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> counts = (b.stream("in").group_by_key().windowed_by(TimeWindows.of(1000))
+        ...           .count("per-second"))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input("a", "x", timestamp=300)
+        >>> driver.get_timestamped_window_store("per-second").fetch("a", 0, 0)
+        [(0, (1, 300))]
+        """
         return ReadOnlyWindowStore(self._store(name, "window"), timestamped=True)
 
     def get_session_store(self, name: str) -> ReadOnlySessionStore:
         """Query the store of a session-windowed aggregation: ``fetch(key)``,
-        ``find_sessions(key, earliest_session_end, latest_session_start)``."""
+        ``find_sessions(key, earliest_session_end, latest_session_start)``.
+
+        >>> from streamtable import Materialized, SessionWindows, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> sessions = (b.stream("in").group_by_key()
+        ...             .windowed_by(SessionWindows.of_inactivity_gap(1000))
+        ...             .count(Materialized.as_("sessions").with_retention(60_000)))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> topic = driver.create_input_topic("in")
+        >>> for t in (0, 500, 5000):
+        ...     topic.pipe_input("a", "x", timestamp=t)
+        >>> driver.get_session_store("sessions").fetch("a")
+        [(Windowed(key='a', start=0, end=500), 2), (Windowed(key='a', start=5000, end=5000), 1)]
+        """
         return ReadOnlySessionStore(self._store(name, "session"))
 
     def _store(self, name: str, kind: str | None = None) -> KeyValueStore:
@@ -328,7 +394,17 @@ class TopologyTestDriver:
 
     @property
     def dropped_records(self) -> dict[str, int]:
-        """Records dropped by Kafka Streams' rules, by reason (null keys, skipped errors)."""
+        """Records dropped by Kafka Streams' rules, by reason (null keys, late records,
+        skipped errors).
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("in").group_by_key().count()
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input(None, "no key")
+        >>> driver.dropped_records
+        {'null key or value in an aggregation': 1}
+        """
         total: dict[str, int] = dict(self._dropped)
         for t in self._tasks.values():
             for reason, n in t.dropped.items():

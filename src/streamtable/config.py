@@ -319,7 +319,11 @@ class StreamsConfig:
         return dict(self._values)
 
     def redacted(self) -> dict[str, Any]:
-        """Every setting, with the values of secret keys replaced (for logs and messages)."""
+        """Every setting, with the values of secret keys replaced (for logs and messages).
+
+        >>> StreamsConfig({"sasl.password": "hunter2"}).redacted()["sasl.password"]
+        '********'
+        """
         return redacted(self._values)
 
     def __repr__(self) -> str:
@@ -367,7 +371,13 @@ class StreamsConfig:
         return bool(self._values["default.dsl.store"] == "rocksDB")
 
     def handler(self, key: str) -> str:
-        """``fail`` or ``continue``; with a dead-letter topic the default is ``continue``."""
+        """``fail`` or ``continue``; with a dead-letter topic the default is ``continue``.
+
+        >>> key = "processing.exception.handler"
+        >>> StreamsConfig().handler(key), StreamsConfig({
+        ...     "errors.dead.letter.queue.topic.name": "dlq"}).handler(key)
+        ('fail', 'continue')
+        """
         value = self._values.get(key)
         if value is None:
             return "continue" if self.dead_letter_topic else "fail"

@@ -112,7 +112,10 @@ class TimeWindows:
 class SessionWindows:
     """Sessions of activity per key, closed by ``gap`` ms of inactivity, with a ``grace``
     period for out-of-order records (Kafka Streams' ``SessionWindows``). A session's window is
-    ``[first record's timestamp, last record's timestamp]``, both inclusive.
+    ``[first record's timestamp, last record's timestamp]``, both inclusive. A record at ``t``
+    merges with the sessions of its key that end at ``t - gap`` or later and start at
+    ``t + gap`` or earlier; a session is closed (final, and gone from the store with the default
+    retention) once its end is before stream time minus gap and grace.
 
     >>> SessionWindows.of_inactivity_gap(300_000).with_grace(60_000)
     SessionWindows(gap=300000, grace=60000)

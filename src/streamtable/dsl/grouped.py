@@ -319,8 +319,10 @@ class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
             materialized, "KSTREAM-SESSION-WINDOWED-AGGREGATE",
             lambda s, r: SessionWindowedAggregate(s, windows, initializer, aggregator, merger,
                                                   r),
-            # a session can change until stream time passes its end plus gap and grace
-            named, windows.grace + windows.gap,
+            # a session can change while its end plus gap and grace is not before stream time
+            # (a record at end + gap merges with it): final one ms later (Kafka Streams' emit
+            # final: end < stream time - gap - grace)
+            named, windows.grace + windows.gap + 1,
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl.materialized import Materialized, as_materialized
@@ -39,6 +40,20 @@ def with_key(fn: Callable[..., Any], name: str) -> Callable[[Any, Any], Any]:
 
 def _maybe_serde(spec: Serde | str | None, key: bool = False) -> Serde | None:
     return None if spec is None else serde_from(spec, key=key)
+
+
+def _table_serdes(materialized: Materialized | str | None, key_serde: Serde | str | None,
+                  value_serde: Serde | str | None
+                  ) -> tuple[Materialized | str | None, Serde | str | None, Serde | str | None]:
+    """The serdes a table's source reads its topic with, and its store's ``materialized``:
+    a serde the source does not name comes from ``materialized``, and the store keeps what
+    the source reads (Kafka Streams' ``StreamsBuilder.table``/``globalTable``)."""
+    mat = as_materialized(materialized)
+    if mat is None:
+        return materialized, key_serde, value_serde
+    key_serde = mat.key_serde if key_serde is None else key_serde
+    value_serde = mat.value_serde if value_serde is None else value_serde
+    return replace(mat, key_serde=key_serde, value_serde=value_serde), key_serde, value_serde
 
 
 class StreamsBuilder:
@@ -230,14 +245,21 @@ class StreamsBuilder:
         named: str | None = None,
     ) -> KTable:
         """A KTable of a (compacted) topic: each record upserts its key, a ``None`` value deletes
-        it. The table is kept in a store, named by ``materialized`` to make it queryable.
+        it. The table is kept in a store, named by ``materialized`` to make it queryable. The
+        topic is read with ``key_serde`` and ``value_serde``, or, where they are not given,
+        with the serdes of ``materialized`` (then the application's defaults).
 
+        >>> from streamtable import Materialized
         >>> builder = StreamsBuilder()
         >>> positions = builder.table("share-holders", materialized="share-holder-store")
+        >>> prices = builder.table("prices", materialized=Materialized.as_("price-store")
+        ...                        .with_key_serde("string").with_value_serde("double"))
         """
         from streamtable.dsl.table import KTable
         from streamtable.processors.table import TableSource
 
+        materialized, key_serde, value_serde = _table_serdes(materialized, key_serde,
+                                                             value_serde)
         source = self.add_source([topic], key_serde, value_serde, timestamp_extractor, named)
         store = self.add_store(materialized, f"{topic}-STATE-STORE")
         name = self.new_name("KTABLE-SOURCE")
@@ -256,7 +278,8 @@ class StreamsBuilder:
     ) -> GlobalKTable:
         """A GlobalKTable of ``topic``: every task holds the whole table (all partitions), kept
         up to date before the stream records that need it; streams join it with
-        ``join(global_table, key_selector, joiner)``.
+        ``join(global_table, key_selector, joiner)``. The topic is read with ``key_serde`` and
+        ``value_serde``, or, where they are not given, with the serdes of ``materialized``.
 
         >>> builder = StreamsBuilder()
         >>> products = builder.global_table("products", materialized="products-store")
@@ -264,6 +287,8 @@ class StreamsBuilder:
         from streamtable.dsl.global_table import GlobalKTable
         from streamtable.processors.table import TableSource
 
+        materialized, key_serde, value_serde = _table_serdes(materialized, key_serde,
+                                                             value_serde)
         source = self.add_source([topic], key_serde, value_serde, None, named)
         store = self.add_store(materialized, f"{topic}-STATE-STORE")
         store.logging = False  # the topic is the table's changelog

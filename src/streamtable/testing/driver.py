@@ -202,7 +202,9 @@ class TopologyTestDriver:
         """Batch mode: process the records piped since the last batch as the Spark runtime
         processes one micro-batch. Each sub-topology in turn (those writing a repartition topic
         before those reading it) takes its records of the batch — including what earlier
-        sub-topologies wrote in this batch — in partition-group order, then commits once.
+        sub-topologies wrote in this batch — in partition-group order, then commits once; the
+        sub-topologies of a cycle (a foreign-key join's result joined with its left table) run
+        in rounds until none writes for another (see ``engine.wiring.stage_groups``).
 
         >>> from streamtable import StreamsBuilder
         >>> b = StreamsBuilder()
@@ -226,29 +228,43 @@ class TopologyTestDriver:
                 topic_partitions[topic] = self._counts[sid]
         # the batch's global table updates come before every stream record of the batch, as
         # on Spark (the global stage runs first)
-        for sid in [st.id for st in self.topology.global_subtopologies] + list(
-                self._wiring.stage_order):
-            by_task: dict[int, list[RawRecord]] = defaultdict(list)
-            rest: list[tuple[RawRecord, int]] = []
-            for raw, task_id in self._batch:
-                if self._reader[raw.topic] == sid:
-                    by_task[0 if sid not in self._counts else task_id].append(raw)
-                else:
-                    rest.append((raw, task_id))
-            self._batch = rest
-            tasks = set(by_task)
-            if sid in self._counts and punctuates_on_wall_clock(self.topology, sid):
-                tasks.update(range(self._counts.get(sid, 1)))  # every task runs, as on Spark
-            for task_id in sorted(tasks):
-                result = run_task_batch(
-                    self.topology, self._wiring, sid, task_id, self.batches,
-                    config=self.config, persistence=self._states,
-                    collector=_TaskCollector(self, task_id),
-                    records=_in_order(by_task.get(task_id, [])),
-                    topic_partitions=topic_partitions, wall_clock_ms=self.wall_clock_ms,
-                    started_ms=self._started_ms)
-                self._dropped.update(result.dropped)
+        groups = [(st.id,) for st in self.topology.global_subtopologies] + list(
+            self._wiring.stage_groups)
+        for group in groups:
+            # a cycle runs in rounds: what a member writes for itself or for one before it
+            # waits for the next round (see engine.wiring.stage_groups)
+            round_ = 0
+            while True:
+                for sid in group:
+                    self._run_stage(sid, round_, topic_partitions)
+                if not any(self._reader[raw.topic] in group for raw, _ in self._batch):
+                    break
+                round_ += 1
         self.batches += 1
+
+    def _run_stage(self, sid: int, round_: int, topic_partitions: dict[str, int]) -> None:
+        """Batch mode: run each task of sub-topology ``sid`` over its records waiting now."""
+        by_task: dict[int, list[RawRecord]] = defaultdict(list)
+        rest: list[tuple[RawRecord, int]] = []
+        for raw, task_id in self._batch:
+            if self._reader[raw.topic] == sid:
+                by_task[0 if sid not in self._counts else task_id].append(raw)
+            else:
+                rest.append((raw, task_id))
+        self._batch = rest
+        tasks = set(by_task)
+        if (round_ == 0 and sid in self._counts
+                and punctuates_on_wall_clock(self.topology, sid)):
+            tasks.update(range(self._counts.get(sid, 1)))  # every task runs, as on Spark
+        for task_id in sorted(tasks):
+            result = run_task_batch(
+                self.topology, self._wiring, sid, task_id, self.batches,
+                config=self.config, persistence=self._states,
+                collector=_TaskCollector(self, task_id),
+                records=_in_order(by_task.get(task_id, [])),
+                topic_partitions=topic_partitions, wall_clock_ms=self.wall_clock_ms,
+                started_ms=self._started_ms, round_=round_)
+            self._dropped.update(result.dropped)
 
     def create_input_topic(
         self,

@@ -63,13 +63,15 @@ def wire(topology: Topology, config: StreamsConfig) -> Wiring:
     """
     app_id = config.application_id
     real = {t: topology.internal_topic_name(app_id, t) for t in topology.topics}
+    like_external = _copartitioned_sinks(topology)
+    checked = set(like_external.values())
     nodes: dict[str, NodeWiring] = {}
     for node in topology.nodes.values():
         if node.kind is NodeKind.PROCESSOR:
             continue
         internal = any(topology.topics[t].internal for t in node.topics)
         partition_like = None
-        like = node.options.get("partition_like")
+        like = node.options.get("partition_like") or like_external.get(node.name)
         if like is not None:
             source = topology.nodes[like]
             partition_like = (source.topics[0], source.key_serde or config.default_key_serde)
@@ -78,7 +80,8 @@ def wire(topology: Topology, config: StreamsConfig) -> Wiring:
             key_serde=INTERNAL if internal else config.default_key_serde,
             value_serde=INTERNAL if internal else config.default_value_serde,
             carries_changes=any(topology.topics[t].carries_changes for t in node.topics),
-            check_partitioner=bool(node.options.get("check_partitioner")),
+            check_partitioner=bool(node.options.get("check_partitioner"))
+            or node.name in checked,
             partition_like=partition_like,
         )
     groups = stage_groups(topology)
@@ -99,6 +102,32 @@ def wire(topology: Topology, config: StreamsConfig) -> Wiring:
         internal_topics=frozenset(real[t] for t, spec in topology.topics.items()
                                   if spec.internal),
     )
+
+
+def _copartitioned_sinks(topology: Topology) -> dict[str, str]:
+    """Sink of a repartition topic -> the source of an external topic its reader reads too,
+    for the sinks that name no placement of their own: their records must go to the partition
+    Kafka's default partitioner gives their key in that topic, where the reader's task holds
+    that key (Kafka Streams' repartition topics are co-partitioned with the sub-topology's
+    source topics). A foreign-key join's answers reach its left table's sub-topology so when
+    its result is joined back to the left table; otherwise a repartition topic's reader reads
+    repartition topics only, and both sides are routed by the same hash."""
+    external_source: dict[int, str] = {}
+    for st in topology.subtopologies:
+        for name in st.nodes:
+            node = topology.nodes[name]
+            if (node.kind is NodeKind.SOURCE and st.id not in external_source
+                    and not any(topology.topics[t].internal for t in node.topics)):
+                external_source[st.id] = name
+    out: dict[str, str] = {}
+    for node in topology.nodes.values():
+        if (node.kind is not NodeKind.SINK or node.options.get("partition_like")
+                or not topology.topics[node.topics[0]].internal):
+            continue
+        reader = topology.subtopology_of_topic(node.topics[0])
+        if reader is not None and reader.id in external_source:
+            out[node.name] = external_source[reader.id]
+    return out
 
 
 def external_topic_serdes(topology: Topology,

@@ -24,7 +24,7 @@ from typing import Any
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import OutputWriter, ServingStore, TaskStatePersistence
 from streamtable.kafka.ranges import OffsetRange, RangeReader
-from streamtable.runtime.spark import dataflow
+from streamtable.runtime.spark import dataflow, rounds
 from streamtable.runtime.spark.budget import GROWTH_KEY, largest_growth, next_batch_limit
 from streamtable.runtime.spark.offsets import batch_ranges
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan
@@ -100,25 +100,33 @@ class MicroBatches:
         wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
         ranges = (batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id,
                                self.initial_offsets_file) if "end" in df.columns else None)
-        if ranges is not None:
-            flow = self.prepared_flow(ranges)
-            df.sparkSession.sparkContext.setLocalProperty(
-                batch_context_key(self.config.application_id),
-                batch_context(batch_id, wall_clock, ranges))
-        else:
-            # records, or ranges the driver cannot tell: a plan over this batch's DataFrame
+        if plan.cyclic:
+            # a cycle runs in rounds, each stage's output collected before the next round
             ranged = "end" in df.columns
             source = dataflow.range_source(df) if ranged else dataflow.record_source(df)
-            flow = dataflow.build(self.topology, plan, source,
-                                  self._runner_factory(batch_id, wall_clock),
-                                  by_partition=ranged and self.source_by_partition,
-                                  distributed=self.distributed_output() is not None)
-            if (not ranged and sum(1 for s in plan.stages if s.external_inputs)
-                    + len(flow.globals) > 1):
-                flow.cached.insert(0, source)
-        table = flow.collect()
-        if ranges is not None:
-            flow.plan_ahead()  # the prepared flow runs again next batch
+            table = rounds.run(self.topology, plan, source,
+                               self._runner_factory(batch_id, wall_clock),
+                               distributed=self.distributed_output() is not None)
+        else:
+            if ranges is not None:
+                flow = self.prepared_flow(ranges)
+                df.sparkSession.sparkContext.setLocalProperty(
+                    batch_context_key(self.config.application_id),
+                    batch_context(batch_id, wall_clock, ranges))
+            else:
+                # records, or ranges the driver cannot tell: a plan over this batch's DataFrame
+                ranged = "end" in df.columns
+                source = dataflow.range_source(df) if ranged else dataflow.record_source(df)
+                flow = dataflow.build(self.topology, plan, source,
+                                      self._runner_factory(batch_id, wall_clock),
+                                      by_partition=ranged and self.source_by_partition,
+                                      distributed=self.distributed_output() is not None)
+                if (not ranged and sum(1 for s in plan.stages if s.external_inputs)
+                        + len(flow.globals) > 1):
+                    flow.cached.insert(0, source)
+            table = flow.collect()
+            if ranges is not None:
+                flow.plan_ahead()  # the prepared flow runs again next batch
         computed = time.monotonic()
         self._write_results(batch_id, table)
         self.last_batch_seconds = time.monotonic() - started
@@ -176,6 +184,8 @@ class MicroBatches:
     def prepare_in_background(self) -> None:
         """Plan the prepared flow now (on a thread of its own while the query starts): the
         first batch that needs it plans it otherwise, and reports any error."""
+        if self.plan.cyclic:
+            return  # its batches run in rounds (rounds.py), without a prepared flow
         try:
             self.prepared_flow([])
         except Exception as e:
@@ -186,7 +196,8 @@ class MicroBatches:
         whose runners read the batch from the batch context."""
         plan, topology = self.plan, self.topology
 
-        def runner(subtopology: int, stage: StagePlan | None, streamed: bool) -> StageRunner:
+        def runner(subtopology: int, stage: StagePlan | None, streamed: bool,
+                   round_: int = 0) -> StageRunner:
             # stage None: a global table's stage, which writes nothing to Kafka
             queryable = (stage.queryable_stores if stage is not None else
                          [s for s in topology.subtopology(subtopology).stores
@@ -197,7 +208,7 @@ class MicroBatches:
                 streamed=streamed, output=None if stage is None else self.distributed_output(),
                 kafka=self.range_reader(),
                 wall_clock_ms=wall_clock,
-                metrics=None if stage is None else self._counts())
+                metrics=None if stage is None else self._counts(), round_=round_)
         return runner
 
     def range_reader(self) -> RangeReader:

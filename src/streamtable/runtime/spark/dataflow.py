@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.runtime.spark.plan import QueryPlan, StagePlan
+from streamtable.runtime.spark.plan import QueryPlan
 from streamtable.runtime.spark.stage import (
     INPUT_FIELDS,
     KIND_INTERNAL,
@@ -45,9 +45,10 @@ INPUT_COLUMNS = [name for name, _ in INPUT_FIELDS]
 _RANGE_NULLS = [("timestamp", "long"), ("key", "binary"), ("value", "binary"),
                 ("headers", "array<struct<key:string,value:binary>>")]
 
-# a stage's (or a global table's) mapInArrow function, given its sub-topology, its stage plan
-# and whether its tasks get their Kafka partition's records in offset order (``streamed``)
-RunnerFactory = Callable[[int, StagePlan | None, bool], Any]
+# a stage's (or a global table's) mapInArrow function, given its sub-topology, its stage plan,
+# whether its tasks get their Kafka partition's records in offset order (``streamed``) and,
+# optionally, the round of the batch (a topology with cycles, see rounds.py)
+RunnerFactory = Callable[..., Any]
 
 
 @dataclass

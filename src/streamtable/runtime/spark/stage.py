@@ -242,7 +242,7 @@ class StageRunner:
                  queryable_stores: list[str], topic_partitions: dict[str, int],
                  streamed: bool = False, output: OutputWriter | None = None,
                  kafka: RangeReader | None = None, wall_clock_ms: int = 0,
-                 metrics: Any = None) -> None:
+                 metrics: Any = None, round_: int = 0) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         # None: the batch context says, for each batch (see the module's doc)
@@ -262,6 +262,8 @@ class StageRunner:
         # a Spark accumulator of counts (see streamtable.serving.metrics): records in and out
         # per topic, dropped per reason, dead-lettered
         self.metrics = metrics
+        # the round of the batch, in a topology with cycles (see rounds.py)
+        self.round = round_
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.batch_id is None:
@@ -434,14 +436,16 @@ class StageRunner:
         assert self.batch_id is not None
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
+        # each round of a batch writes as a writer of its own: its records are others
+        writer = f"{self.subtopology}-{task_id}" + (f"-r{self.round}" if self.round else "")
         collector = _Collector(wiring.internal_topics, task_id, self.output, self.batch_id,
-                               f"{self.subtopology}-{task_id}")
+                               writer)
         memory = TaskMemory()
         result = run_task_batch(topology, wiring, self.subtopology, task_id, self.batch_id,
                                 config=config, persistence=self.persistence,
                                 collector=collector, records=records,
                                 topic_partitions=self.topic_partitions,
-                                wall_clock_ms=self.wall_clock_ms)
+                                wall_clock_ms=self.wall_clock_ms, round_=self.round)
         collector.write_external()
         for name in self.queryable_stores:
             if result.changes.get(name):

@@ -133,3 +133,28 @@ def test_emit_strategy_on_window_close_forwards_final_results_only():
     assert driver.create_output_topic("final").read_key_values() == [("a@0", 2), ("a@10", 1)]
     # intermediate results stay queryable until the store's retention (10 + 5) expires them
     assert driver.get_window_store("counts").fetch_all() == [(Windowed("a", 30, 40), 1)]
+
+
+def test_kafka_final_results_for_session_windows():
+    """SuppressScenarioTest.shouldSupportFinalResultsForSessionWindows: gap 5 without grace,
+    caching off; the raw changes and the final results, with their timestamps."""
+    b = StreamsBuilder()
+    counts = (b.stream("input").group_by(lambda k, v: k)
+              .windowed_by(SessionWindows.of_inactivity_gap(5))
+              .count("counts"))
+    (counts.suppress(Suppressed.until_window_closes())
+     .to_stream(lambda w, v: f"[{w.key}@{w.start}/{w.end}]").to("output-suppressed"))
+    counts.to_stream(lambda w, v: f"[{w.key}@{w.start}/{w.end}]").to("output-raw")
+    driver = TopologyTestDriver(b.build(), {"cache.max.bytes.buffering": 0})
+    topic = driver.create_input_topic("input")
+    for key, ts in [("k1", 0), ("k1", 5), ("k1", 1), ("k2", 11), ("k1", 5), ("k1", 30)]:
+        topic.pipe_input(key, "v1", timestamp=ts)
+
+    def read(name):
+        return [(r.key, r.value, r.timestamp)
+                for r in driver.create_output_topic(name).read_records()]
+
+    assert read("output-raw") == [
+        ("[k1@0/0]", 1, 0), ("[k1@0/0]", None, 0), ("[k1@0/5]", 2, 5), ("[k1@0/5]", None, 5),
+        ("[k1@0/5]", 3, 5), ("[k2@11/11]", 1, 11), ("[k1@30/30]", 1, 30)]
+    assert read("output-suppressed") == [("[k1@0/5]", 3, 5), ("[k2@11/11]", 1, 11)]

@@ -215,7 +215,7 @@ def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactor
                 .select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"), "_route")
             )
         if stage.punctuates:
-            parts.append(_heartbeats(source.sparkSession, stage.partitions))
+            parts.append(heartbeats(source.sparkSession, stage.partitions))
         stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
         streamed = (by_partition and len(parts) == 1 and not stage.upstream
                     and len(stage.external_inputs) == 1)
@@ -246,7 +246,7 @@ def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactor
     return flow
 
 
-def _heartbeats(spark: Any, tasks: int) -> Any:
+def heartbeats(spark: Any, tasks: int) -> Any:
     """One row without a topic per task (``_route``), so that each task of a stage runs."""
     return spark.createDataFrame([(None,) * len(INPUT_COLUMNS) + (t,) for t in range(tasks)],
                                  f"{RECORD_DDL}, _end bigint, _route int")

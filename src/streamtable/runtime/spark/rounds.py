@@ -34,7 +34,7 @@ from streamtable.runtime.spark.dataflow import (
     INPUT_COLUMNS,
     RECORD_COLUMNS,
     RunnerFactory,
-    _heartbeats,
+    heartbeats,
 )
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan
 from streamtable.runtime.spark.stage import (
@@ -115,7 +115,7 @@ def _run_stage(spark: Any, source: Any, plan: QueryPlan, stage: StagePlan,
             F.col("route"), F.expr(f"pmod(hash(key), {stage.partitions})")))
             .select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"), "_route"))
     if round_ == 0 and stage.punctuates:
-        parts.append(_heartbeats(spark, stage.partitions))
+        parts.append(heartbeats(spark, stage.partitions))
     if not parts:
         return None
     stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
         Record,
     )
     from streamtable.runtime.spark import StreamsApp
+    from streamtable.state.timestamped import ValueAndTimestamp
+    from streamtable.state.window_store import WindowStore
     from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
     from streamtable.topology import Topology
     from streamtable.windowing import (
@@ -101,6 +103,8 @@ _EXPORTS = {
     "TimeWindows": "streamtable.windowing",
     "Windowed": "streamtable.windowing",
     "StreamsApp": "streamtable.runtime.spark",
+    "ValueAndTimestamp": "streamtable.state.timestamped",
+    "WindowStore": "streamtable.state.window_store",
     "TestInputTopic": "streamtable.testing",
     "TestOutputTopic": "streamtable.testing",
     "TopologyTestDriver": "streamtable.testing",
@@ -142,6 +146,8 @@ __all__ = [
     "Suppressed",
     "TimeWindows",
     "Windowed",
+    "WindowStore",
+    "ValueAndTimestamp",
     "Topology",
     "TopologyBuilder",
     "TopologyError",

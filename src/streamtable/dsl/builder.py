@@ -130,10 +130,13 @@ class StreamsBuilder:
         """
         if store.name in self._stores:
             raise TopologyError(f"a store named {store.name!r} already exists")
-        spec = StoreSpec(name=store.name, caching=False, logging=store.logging,
-                         queryable=store.queryable,
+        spec = StoreSpec(name=store.name, kind=store.kind, caching=False,
+                         logging=store.logging, queryable=store.queryable,
                          key_serde=_maybe_serde(store.key_serde, key=True),
-                         value_serde=_maybe_serde(store.value_serde))
+                         value_serde=_maybe_serde(store.value_serde),
+                         timestamped=store.timestamped, window_size_ms=store.window_size_ms,
+                         retention_ms=store.retention_ms,
+                         retain_duplicates=store.retain_duplicates)
         self._stores[store.name] = spec
         return spec
 

@@ -104,7 +104,7 @@ class WindowStore:
         self._now = now
         self._on_expired = on_expired
         self._segment = segment_interval(retention)
-        # (observed stream time, the first live start the last cleanup kept)
+        # (observed stream time, the segment boundary before which the windows were deleted)
         observed, cleaned = meta.get(self.name) or (-1, MIN_TIME)
         self._observed: int = observed
         self._cleaned: int = cleaned
@@ -128,22 +128,23 @@ class WindowStore:
         if start <= self._observed:
             return
         self._observed = start
-        min_live = self._min_live()
-        if min_live - self._cleaned >= self._segment:
-            self._drop_expired(min_live)
+        # the start of the earliest live segment: every window before it has expired
+        boundary = self._min_live() // self._segment * self._segment
+        if boundary > self._cleaned:
+            self._drop_expired(boundary)
         self._meta.put(self.name, (self._observed, self._cleaned))
 
-    def _drop_expired(self, min_live: int) -> None:
-        """Delete the windows that expired: Kafka drops a whole segment at a time, so this runs
-        once per segment interval of observed stream time."""
+    def _drop_expired(self, boundary: int) -> None:
+        """Delete the windows starting before ``boundary``: Kafka drops a whole segment at a
+        time, so this runs once per segment interval of observed stream time."""
         expired = [k for k, _ in self._store.items()
-                   if type(k) is Windowed and k.start < min_live]
+                   if type(k) is Windowed and k.start < boundary]
         for k in expired:
             self._store.delete(k)
-        self._cleaned = min_live
+        self._cleaned = boundary
         if expired:
             log.debug("window store %r: dropped %d expired windows (starting before %d)",
-                      self.name, len(expired), min_live)
+                      self.name, len(expired), boundary)
 
     # -- writing ---------------------------------------------------------------------------
     def put(self, key: Any, value: Any, window_start: int | datetime) -> None:

@@ -5,7 +5,13 @@ timestamped key-value stores and the DSL's stores read with their timestamps."""
 from __future__ import annotations
 
 import pytest
-from tests.processors.papi_topologies import priced_orders, windowed_clicks
+from tests.processors.papi_topologies import (
+    Greet,
+    LatestPerUser,
+    global_profiles,
+    priced_orders,
+    windowed_clicks,
+)
 
 from streamtable import (
     Processor,
@@ -135,3 +141,98 @@ def test_window_store_arguments_are_checked():
         Stores.in_memory_window_store("w", 10, 0)
     with pytest.raises(TypeError, match="milliseconds"):
         Stores.in_memory_window_store("w", "1h", 10)
+
+
+# -- global stores kept by a user processor ----------------------------------------------------
+
+PROFILES = [("u1", {"seq": 2, "name": "Ann"}), ("u1", {"seq": 1, "name": "stale"}),
+            ("u2", {"seq": 1, "name": "Bob"})]
+
+
+@pytest.mark.parametrize("batch_mode", [False, True])
+def test_a_global_store_kept_by_a_user_processor_is_read_by_every_task(batch_mode):
+    driver = TopologyTestDriver(global_profiles(), batch_mode=batch_mode)
+    profiles = driver.create_input_topic("profiles-in", partitions=2)
+    visits = driver.create_input_topic("visits", partitions=2)
+    out = driver.create_output_topic("greetings")
+    for i, (key, value) in enumerate(PROFILES):
+        profiles.pipe_input(key, value, timestamp=10, partition=i % 2)
+    # in a batch, the global store's updates come before the batch's stream records
+    visits.pipe_input("v1", "u1", timestamp=20, partition=0)
+    visits.pipe_input("v2", "u2", timestamp=20, partition=1)
+    visits.pipe_input("v3", "u3", timestamp=20, partition=1)
+    if batch_mode:
+        driver.run_batch()
+    assert sorted(out.read_key_values()) == [("v1", "u1:Ann"), ("v2", "u2:Bob"),
+                                             ("v3", "u3:None")]
+    profiles.pipe_input("u1", None, timestamp=30)  # the processor deletes on a tombstone
+    visits.pipe_input("v4", "u1", timestamp=40)
+    if batch_mode:
+        driver.run_batch()
+    assert out.read_key_values() == [("v4", "u1:None")]
+    assert driver.get_key_value_store("profiles").to_dict() == {
+        "u2": {"seq": 1, "name": "Bob"}}
+
+
+def test_a_global_store_is_its_own_sub_topology_and_generates_no_tasks():
+    topology = global_profiles()
+    text = topology.describe()
+    assert "for global store (will not generate tasks)" in text
+    assert "KSTREAM-GLOBAL-PROCESSOR" in text
+    # the stream's processor reads the store without holding a copy of it
+    assert [st.stores for st in topology.subtopologies] == [[]]
+    assert topology.global_stores_of(topology.subtopologies[0]) == ["profiles"]
+
+
+class WritesGlobal(Processor):
+    def init(self, context):
+        self.store = context.get_state_store("profiles")
+
+    def process(self, record):
+        self.store.put(record.key, {"seq": 9, "name": "hijack"})
+
+
+def test_a_global_store_is_read_only_for_other_processors():
+    b = StreamsBuilder()
+    b.add_global_store(Stores.key_value_store_builder(
+        Stores.persistent_key_value_store("profiles")), "profiles-in", LatestPerUser)
+    b.stream("visits").process(WritesGlobal)
+    driver = TopologyTestDriver(b.build())
+    with pytest.raises(Exception, match="global store 'profiles' is read-only here"):
+        driver.create_input_topic("visits").pipe_input("v", "u")
+
+
+def test_a_processor_reads_a_global_tables_store_with_timestamps():
+    class Reader(Processor):
+        def init(self, context):
+            self.context = context
+            self.rates = context.get_state_store("rates-store")
+
+        def process(self, record):
+            rate = self.rates.get(record.value)
+            self.context.forward(record.with_value(None if rate is None else list(rate)))
+
+    b = StreamsBuilder()
+    b.global_table("rates", materialized="rates-store")
+    b.stream("trades").process(Reader).to("out")
+    driver = TopologyTestDriver(b.build())
+    driver.create_input_topic("rates").pipe_input("EUR", 1.1, timestamp=5)
+    driver.create_input_topic("trades").pipe_input("t1", "EUR", timestamp=7)
+    assert driver.create_output_topic("out").read_key_values() == [("t1", [1.1, 5])]
+
+
+def test_add_global_store_through_the_topology_builder():
+    from streamtable import TopologyBuilder
+
+    t = (TopologyBuilder()
+         .add_global_store(Stores.key_value_store_builder(
+             Stores.persistent_key_value_store("profiles")), "profiles-source", "profiles-in",
+             "profiles-keeper", LatestPerUser)
+         .add_source("visits-source", "visits")
+         .add_processor("greet", Greet, "visits-source")
+         .add_sink("greetings", "greetings", "greet"))
+    driver = TopologyTestDriver(t.build())
+    driver.create_input_topic("profiles-in").pipe_input("u1", {"seq": 1, "name": "Ann"})
+    driver.create_input_topic("visits").pipe_input("v1", "u1")
+    assert driver.create_output_topic("greetings").read_key_values() == [("v1", "u1:Ann")]
+    assert "profiles-keeper" in t.describe()

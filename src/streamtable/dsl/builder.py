@@ -304,6 +304,56 @@ class StreamsBuilder:
         self._topics[topic].kind = "global"
         return GlobalKTable(self, name, store_name)
 
+    def add_global_store(
+        self,
+        store: StoreBuilder,
+        topic: str,
+        processor_supplier: Callable[[], Processor],
+        *,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        timestamp_extractor: TimestampExtractor | None = None,
+        named: str | None = None,
+        source_named: str | None = None,
+    ) -> None:
+        """A global store kept by a processor of your own (Kafka Streams' ``addGlobalStore``):
+        ``processor_supplier()`` makes the processor that sees every record of ``topic`` (all
+        its partitions) and puts into the store what it wants
+        (``context.get_state_store(store.name)``); every task's processors can read the store
+        by name (``context.get_state_store``), without connecting it, but not write it. The
+        store is state like a global table's: updated before the stream records of the same
+        micro-batch on Spark, exactly once.
+
+        >>> from streamtable import Processor
+        >>> from streamtable.dsl.stores import Stores
+        >>> class KeepLatest(Processor):
+        ...     def init(self, context):
+        ...         self.store = context.get_state_store("rates")
+        ...     def process(self, record):
+        ...         self.store.put(record.key, record.value)
+        >>> b = StreamsBuilder()
+        >>> b.add_global_store(Stores.key_value_store_builder(
+        ...     Stores.in_memory_key_value_store("rates")), "fx-rates", KeepLatest)
+        """
+        from streamtable.dsl.stream import _user_supplier
+
+        if store.kind != "key-value":
+            raise TopologyError(f"global store {store.name!r} must be a key-value store, not a "
+                                f"{store.kind} store")
+        source = self.add_source([topic], key_serde, value_serde, timestamp_extractor,
+                                 source_named)
+        spec = self.add_state_store(store)
+        spec.logging = False  # the topic is the store's changelog, as for a global table
+        name = self.new_name("KSTREAM-GLOBAL-PROCESSOR", named)
+        node = self.add_node(name, _user_supplier(processor_supplier, name), [source],
+                             stores=[store.name])
+        node.options["user"] = True
+        # the source and the processor form a sub-topology of their own that generates no
+        # tasks (like a global table's)
+        self._nodes[source].options["global"] = True
+        node.options["global"] = True
+        self._topics[topic].kind = "global"
+
     def build(self) -> Topology:
         """Freeze what was built into a :class:`~streamtable.topology.Topology`."""
         if not self._nodes:

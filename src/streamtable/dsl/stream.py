@@ -249,7 +249,9 @@ class KStream:
                 raise TopologyError(f"no store named {s!r}: add it with "
                                     "builder.add_state_store(...) first")
         name = b.new_name("KSTREAM-PROCESSOR", named)
-        node = b.add_node(name, _user_supplier(supplier, name), [self._node], stores=store_names)
+        # a global store is readable by every processor: naming it connects nothing
+        local = [s for s in store_names if not _is_global_store(b, s)]
+        node = b.add_node(name, _user_supplier(supplier, name), [self._node], stores=local)
         node.options["user"] = True
         return KStream(b, name, repartition_required=True)
 
@@ -430,6 +432,13 @@ class KStream:
         store_name = store.name
         b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])
         return KTable(b, name, store_name)
+
+
+def _is_global_store(builder: StreamsBuilder, store: str) -> bool:
+    """Whether ``store`` is kept by a global sub-topology (a global table's or a global
+    store's)."""
+    return any(node.options.get("global") and store in node.stores
+               for node in builder._nodes.values())
 
 
 def _user_supplier(supplier: Callable[[], Any], name: str) -> Callable[[], Any]:

@@ -130,8 +130,11 @@ class Task:
             node = topo.nodes[name]
             if node.options.get("user"):
                 specs = {s: topo.stores[s] for s in node.stores}
+                # global stores: readable by name from every user processor
+                read_only = frozenset(s for s in self.global_stores if s not in specs)
+                specs.update((s, topo.stores[s]) for s in read_only)
                 self.processors[name].init(
-                    ProcessorApiContext(self.context, self.processors[name], specs))
+                    ProcessorApiContext(self.context, self.processors[name], specs, read_only))
             else:
                 self.processors[name].init(self.context)
 

@@ -109,10 +109,33 @@ class TimestampedKeyValueStoreView(KeyValueStoreView):
             self._store.put(key, (value[0], value[1]))
 
 
+class ReadOnlyStoreView(KeyValueStoreView):
+    """A global store as the processors of a task see it (Kafka Streams: only the global
+    store's own processor writes it): reads only."""
+
+    def put(self, key: Any, value: Any) -> None:
+        raise ProcessingError(f"global store {self.name!r} is read-only here: only the "
+                              "processor given to add_global_store writes it")
+
+    def delete(self, key: Any) -> Any:
+        self.put(key, None)
+
+
+class TimestampedReadOnlyStoreView(TimestampedKeyValueStoreView):
+    """:class:`ReadOnlyStoreView` with :class:`ValueAndTimestamp` values."""
+
+    put = ReadOnlyStoreView.put  # type: ignore[assignment]
+    delete = ReadOnlyStoreView.delete
+
+
 def store_view(spec: StoreSpec, store: Any, meta: Any, now: Any,
-               on_expired: Any = None) -> Any:
+               on_expired: Any = None, read_only: bool = False) -> Any:
     """The Processor API's view of a task store, as its spec says (see the module docstring).
-    ``meta`` gives the task's store of window stores' stream times."""
+    ``meta`` gives the task's store of window stores' stream times; ``read_only`` views (of
+    global stores, from other tasks) refuse writes."""
+    if read_only:
+        return (TimestampedReadOnlyStoreView(store, now) if spec.timestamped
+                else ReadOnlyStoreView(store, now))
     if spec.kind == "window" and spec.window_size_ms is not None:
         return WindowStore(store, meta(), window_size=spec.window_size_ms,
                            retention=spec.retention_ms or spec.window_size_ms,
@@ -142,13 +165,15 @@ class ProcessorApiContext:
         ...             self.context.forward(Record(user, now - seen, now))
     """
 
-    __slots__ = ("_task", "_node", "_connected", "_stores")
+    __slots__ = ("_task", "_node", "_connected", "_read_only", "_stores")
 
     def __init__(self, task: InternalProcessorContext, node: Processor,
-                 stores: Mapping[str, StoreSpec]) -> None:
+                 stores: Mapping[str, StoreSpec], read_only: frozenset[str] = frozenset()
+                 ) -> None:
         self._task = task
         self._node = node
         self._connected = stores
+        self._read_only = read_only
         self._stores: dict[str, Any] = {}
 
     @property
@@ -188,7 +213,8 @@ class ProcessorApiContext:
             view = self._stores[name] = store_view(
                 spec, task.get_state_store(name),
                 lambda: task.internal_store(WINDOW_META_STORE), lambda: task.stream_time,
-                lambda: task.record_dropped(node, "expired window store record"))
+                lambda: task.record_dropped(node, "expired window store record"),
+                read_only=name in self._read_only)
         return view
 
     def schedule(self, interval_ms: Duration, punctuation_type: PunctuationType,

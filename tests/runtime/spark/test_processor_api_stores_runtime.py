@@ -11,7 +11,7 @@ import sys
 import pytest
 from pyspark import cloudpickle
 from tests.processors import papi_topologies
-from tests.processors.papi_topologies import priced_orders, windowed_clicks
+from tests.processors.papi_topologies import global_profiles, priced_orders, windowed_clicks
 from tests.processors.test_processor_api_stores import CLICKS, EXPECTED
 from tests.runtime.spark.harness import SOURCE_SCHEMA, MemoryOutput
 
@@ -91,3 +91,21 @@ def test_a_tables_store_read_with_timestamps_on_spark_equals_the_driver(spark, t
     assert expected == [("AAPL", [5, 190, 1_000]), ("FB", None), ("AAPL", [7, 191, 3_000]),
                         ("FB", [2, 300, 5_000])]
     assert spark_out(output, "priced", len(batches)) == expected
+
+
+def test_a_global_store_kept_by_a_user_processor_on_spark_equals_the_driver(spark, tmp_path):
+    batches = [
+        [("profiles-in", "u1", {"seq": 2, "name": "Ann"}, 10),
+         ("profiles-in", "u1", {"seq": 1, "name": "stale"}, 11),
+         ("visits", "v1", "u1", 20), ("visits", "v2", "u2", 21)],
+        [("profiles-in", "u2", {"seq": 1, "name": "Bob"}, 30), ("visits", "v3", "u2", 25)],
+        [("profiles-in", "u1", None, 40), ("visits", "v4", "u1", 50)],
+        [("visits", "v5", "u2", 60)],
+    ]
+    driver, app, output = run_both(spark, tmp_path, global_profiles(), "papi-global", batches,
+                                   ["profiles-in", "visits"])
+    expected = driver.create_output_topic("greetings").read_key_values()
+    assert expected == [("v1", "u1:Ann"), ("v2", "u2:None"), ("v3", "u2:Bob"),
+                        ("v4", "u1:None"), ("v5", "u2:Bob")]
+    assert spark_out(output, "greetings", len(batches)) == expected
+    assert app.store("profiles").to_dict() == {"u2": {"seq": 1, "name": "Bob"}}

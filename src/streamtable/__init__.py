@@ -64,7 +64,9 @@ if TYPE_CHECKING:
         SlidingWindows,
         Suppressed,
         TimeWindows,
+        Window,
         Windowed,
+        Windows,
     )
 
 # Names are imported when first used: Spark's Python processes that only unpickle the Kafka
@@ -102,6 +104,8 @@ _EXPORTS = {
     "SessionWindows": "streamtable.windowing",
     "TimeWindows": "streamtable.windowing",
     "Windowed": "streamtable.windowing",
+    "Window": "streamtable.windowing",
+    "Windows": "streamtable.windowing",
     "StreamsApp": "streamtable.runtime.spark",
     "ValueAndTimestamp": "streamtable.state.timestamped",
     "WindowStore": "streamtable.state.window_store",
@@ -145,7 +149,9 @@ __all__ = [
     "SlidingWindows",
     "Suppressed",
     "TimeWindows",
+    "Window",
     "Windowed",
+    "Windows",
     "WindowStore",
     "ValueAndTimestamp",
     "Topology",

@@ -14,12 +14,13 @@ aggregations' emission settings. Users build them; the DSL hands them to the ope
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from streamtable.durations import Duration, to_ms
 from streamtable.state.windowed import Windowed
 
 __all__ = ["BufferConfig", "EmitStrategy", "JoinWindows", "SessionWindows", "SlidingWindows",
-           "Suppressed", "TimeWindows", "Windowed"]
+           "Suppressed", "TimeWindows", "Window", "Windowed", "Windows"]
 
 
 def _grace(grace_ms: Duration) -> int:
@@ -415,3 +416,69 @@ class EmitStrategy:
         False
         """
         return cls(False)
+
+
+class Window(NamedTuple):
+    """One window of a custom :class:`Windows`: ``[start, end)`` in epoch milliseconds
+    (Kafka Streams' ``TimeWindow``).
+
+    >>> Window(0, 86_400_000).end
+    86400000
+    """
+
+    start: int
+    end: int
+
+
+class Windows:
+    """The base class of custom windows (Kafka Streams' ``Windows<W>``), for
+    ``group_by_key().windowed_by(MyWindows())`` with ``count``, ``reduce`` and ``aggregate``.
+
+    A subclass says which windows a record's timestamp falls in, ``windows_for(timestamp)``
+    (a dict of window start to :class:`Window`, or to a ``(start, end)`` pair; ``end`` is
+    exclusive), the longest a window can be, ``size()`` (ms: the store keeps each window
+    ``size() + grace_period_ms()`` past its start by default), and how long after its end a
+    window still takes out-of-order records, ``grace_period_ms()`` (then it is closed: a later
+    record for it is dropped and counted, and ``suppress(until_window_closes())`` emits it).
+    Windows may differ in length: the :class:`Windowed` keys of the result carry each window's
+    own start and end.
+
+    Example: calendar days in a time zone (23 or 25 hours long on the days daylight saving
+    time begins or ends):
+
+    >>> from datetime import datetime, time, timedelta
+    >>> from zoneinfo import ZoneInfo
+    >>> class DailyWindows(Windows):
+    ...     def __init__(self, zone: str, grace_ms: int = 0) -> None:
+    ...         self.zone, self.grace_ms = ZoneInfo(zone), grace_ms
+    ...     def windows_for(self, timestamp: int) -> dict[int, Window]:
+    ...         day = datetime.fromtimestamp(timestamp / 1000, self.zone).date()
+    ...         start, end = (datetime.combine(d, time(), self.zone)
+    ...                       for d in (day, day + timedelta(days=1)))
+    ...         window = Window(int(start.timestamp() * 1000), int(end.timestamp() * 1000))
+    ...         return {window.start: window}
+    ...     def size(self) -> int:
+    ...         return 25 * 3_600_000  # the longest day
+    ...     def grace_period_ms(self) -> int:
+    ...         return self.grace_ms
+    >>> days = DailyWindows("Europe/Paris")
+    >>> ts = int(datetime(2026, 3, 29, 12, tzinfo=ZoneInfo("Europe/Paris")).timestamp() * 1000)
+    >>> [(w.end - w.start) // 3_600_000 for w in days.windows_for(ts).values()]  # DST begins
+    [23]
+    >>> from streamtable import StreamsBuilder
+    >>> per_day = (StreamsBuilder().stream("sales").group_by_key()
+    ...            .windowed_by(DailyWindows("Europe/Paris", grace_ms=3_600_000))
+    ...            .reduce(lambda total, amount: total + amount, "sales-per-day"))
+    """
+
+    def windows_for(self, timestamp: int) -> dict[int, Window | tuple[int, int]]:
+        """The windows ``timestamp`` falls in, by start."""
+        raise NotImplementedError(f"{type(self).__name__} must define windows_for(timestamp)")
+
+    def size(self) -> int:
+        """The longest window, in ms."""
+        raise NotImplementedError(f"{type(self).__name__} must define size()")
+
+    def grace_period_ms(self) -> int:
+        """How long after its end a window still takes records (default 0)."""
+        return 0

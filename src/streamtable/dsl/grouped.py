@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from streamtable.dsl.materialized import Materialized, as_materialized
 from streamtable.processors import aggregate as agg
+from streamtable.processors.custom_window import CustomWindowedAggregate
 from streamtable.processors.sliding import SlidingWindowedAggregate
 from streamtable.processors.stateless import DropNullKeys
 from streamtable.processors.window import SessionWindowedAggregate, WindowedAggregate
@@ -17,6 +18,7 @@ from streamtable.windowing import (
     SlidingWindows,
     Suppressed,
     TimeWindows,
+    Windows,
 )
 
 W = TypeVar("W", TimeWindows, SessionWindows, SlidingWindows)
@@ -98,8 +100,12 @@ class KGroupedStream:
     @overload
     def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedKStream: ...
 
-    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows
-                    ) -> TimeWindowedKStream | SessionWindowedKStream | SlidingWindowedKStream:
+    @overload
+    def windowed_by(self, windows: Windows) -> CustomWindowedKStream: ...
+
+    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows | Windows
+                    ) -> (TimeWindowedKStream | SessionWindowedKStream | SlidingWindowedKStream
+                          | CustomWindowedKStream):
         """Aggregate per time window: the result is a table keyed by
         :class:`~streamtable.windowing.Windowed` keys.
 
@@ -113,7 +119,12 @@ class KGroupedStream:
         >>> last_minute = (b.stream("payments").group_by_key()
         ...     .windowed_by(SlidingWindows.of_time_difference_and_grace(60_000, 5_000))
         ...     .count("payments-in-any-minute"))
+
+        Custom windows (a :class:`~streamtable.windowing.Windows` subclass, e.g. calendar days
+        in a time zone) aggregate the same way.
         """
+        if isinstance(windows, Windows):
+            return CustomWindowedKStream(self, windows)
         if isinstance(windows, SessionWindows):
             return SessionWindowedKStream(self, windows)
         if isinstance(windows, SlidingWindows):
@@ -215,6 +226,8 @@ class _WindowedKStream(Generic[W]):
         elif isinstance(w, SlidingWindows):
             least = 2 * w.time_difference + w.grace
             what = "twice the time difference plus the grace period"
+        elif isinstance(w, Windows):
+            least, what = w.size() + w.grace_period_ms(), "size() plus grace_period_ms()"
         else:
             least, what = w.size + w.grace, "the window size plus the grace period"
         retention = None if materialized is None else materialized.retention
@@ -267,6 +280,35 @@ class TimeWindowedKStream(_NonMergingWindowedKStream[TimeWindows]):
     _prefix = "KSTREAM-WINDOWED-AGGREGATE"
     _operator = WindowedAggregate
     _final_after_grace = 0
+
+
+class CustomWindowedKStream(_WindowedKStream[Any]):
+    """A grouped stream with custom windows (a :class:`~streamtable.windowing.Windows`
+    subclass): ``count``, ``reduce``, ``aggregate`` per window the windows give a record."""
+
+    _prefix = "KSTREAM-WINDOWED-AGGREGATE"
+
+    def count(self, materialized: Materialized | str | None = None, *,
+              named: str | None = None) -> KTable:
+        """The number of records per window."""
+        return self.aggregate(_zero, _count_one, materialized, named=named)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | str | None = None, *,
+               named: str | None = None) -> KTable:
+        """``reducer(aggregate, value)`` per window, from the window's first value."""
+        return self.aggregate(_first, _reducing(reducer), materialized, named=named)
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | str | None = None, *,
+                  named: str | None = None) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per window."""
+        windows: Windows = self._windows
+        return self._windowed(
+            materialized, self._prefix,
+            lambda s, r: CustomWindowedAggregate(s, windows, initializer, aggregator, r),
+            named, windows.grace_period_ms())
 
 
 class SlidingWindowedKStream(_NonMergingWindowedKStream[SlidingWindows]):

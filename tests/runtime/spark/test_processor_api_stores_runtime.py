@@ -109,3 +109,33 @@ def test_a_global_store_kept_by_a_user_processor_on_spark_equals_the_driver(spar
                         ("v4", "u1:None"), ("v5", "u2:Bob")]
     assert spark_out(output, "greetings", len(batches)) == expected
     assert app.store("profiles").to_dict() == {"u2": {"seq": 1, "name": "Bob"}}
+
+
+def test_custom_daily_windows_on_spark_equal_the_driver(spark, tmp_path):
+    from tests.processors import custom_windows
+    from tests.processors.custom_windows import HOUR, DailyWindows, paris
+
+    from streamtable import StreamsBuilder
+
+    cloudpickle.register_pickle_by_value(custom_windows)
+    b = StreamsBuilder()
+    (b.stream("sales").group_by_key().windowed_by(DailyWindows("Europe/Paris", grace_ms=HOUR))
+     .reduce(lambda a, v: a + v, "per-day")
+     .to_stream(lambda w, v: [w.key, w.start, w.end]).to("daily"))
+    sales = [("shop", 10, paris(2026, 3, 28, 9)), ("bar", 1, paris(2026, 3, 28, 20)),
+             ("shop", 7, paris(2026, 3, 29, 1)), ("shop", 1, paris(2026, 3, 29, 23)),
+             ("bar", 2, paris(2026, 3, 30, 0, 10)), ("shop", 4, paris(2026, 3, 29, 22)),
+             ("shop", 3, paris(2026, 3, 30, 2)), ("shop", 100, paris(2026, 3, 29, 22)),
+             ("bar", 5, paris(2026, 3, 31, 8))]
+    batches = [[("sales", k, v, ts) for k, v, ts in sales[i:i + 3]] for i in range(0, 9, 3)]
+    driver, app, output = run_both(spark, tmp_path, b.build(), "papi-days", batches, ["sales"])
+    expected = driver.create_output_topic("daily").read_key_values()
+    # with the record cache, the last change per window per batch; the late record dropped
+    assert len(expected) == 7
+    assert spark_out(output, "daily", len(batches)) == expected
+    # the other days expired: stream time is past their start plus size() and grace
+    day31 = paris(2026, 3, 31)
+    for key in ("shop", "bar"):
+        assert (app.store("per-day").fetch(key, 0, day31)
+                == driver.get_window_store("per-day").fetch(key, 0, day31)
+                == ([(day31, 5)] if key == "bar" else [])), key

@@ -65,8 +65,9 @@ class NotLookingTicker(Processor):
         pass  # the table keeps the store up to date; only the ticks notify
 
     def tick(self, now: int) -> None:
+        # a table's store gives each row as ValueAndTimestamp(value, timestamp)
         for user, state in self.states.all():
-            if state == "Closed":
+            if state.value == "Closed":
                 self.context.forward(Record(user, MESSAGE, now))
 
 

@@ -337,3 +337,16 @@ def test_timestamped_window_store_gives_value_and_timestamp(make_store: Any) -> 
 def test_retention_must_cover_the_window(make_store: Any) -> None:
     with pytest.raises(ValueError, match="at least the window size"):
         make_store(retention=5, size=10)
+
+
+def test_two_views_of_one_store_share_its_stream_time() -> None:
+    """Two processors of a task connected to one window store: what one puts moves the time
+    the other drops and fetches by."""
+    data, meta = InMemoryKeyValueStore("w"), InMemoryKeyValueStore("meta")
+    first = WindowStore(data, meta, window_size=10, retention=100)
+    second = WindowStore(data, meta, window_size=10, retention=100)
+    second.put("k", "old", 0)
+    first.put("k", "new", 500)
+    assert second.fetch("k", 0) is None
+    second.put("k", "expired", 300)
+    assert [v for _, v in second.all()] == ["new"]

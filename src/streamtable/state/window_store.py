@@ -104,35 +104,43 @@ class WindowStore:
         self._now = now
         self._on_expired = on_expired
         self._segment = segment_interval(retention)
-        # (observed stream time, the segment boundary before which the windows were deleted)
-        observed, cleaned = meta.get(self.name) or (-1, MIN_TIME)
-        self._observed: int = observed
-        self._cleaned: int = cleaned
 
     # -- time ------------------------------------------------------------------------------
+    # The store's time lives in the meta store, read at every operation rather than kept
+    # here: several processors of a task may each have a view of one store.
+    def _time(self) -> tuple[int, int]:
+        """(observed stream time, the segment boundary before which windows were deleted)."""
+        found = self._meta.get(self.name)
+        return (-1, MIN_TIME) if found is None else found
+
     @property
     def observed_stream_time(self) -> int:
         """The largest window start put into the store (-1 before the first put)."""
-        return self._observed
+        return self._time()[0]
 
-    def _min_live(self) -> int:
+    def _min_live(self, observed: int | None = None) -> int:
         """The earliest window start that has not expired."""
-        if self._observed < 0:
+        if observed is None:
+            observed = self._time()[0]
+        if observed < 0:
             return MIN_TIME
-        return self._observed - self.retention_period + 1
+        return observed - self.retention_period + 1
 
     def _window(self, key: Any, start: int) -> Windowed:
         return Windowed(key, start, min(start + self.window_size, MAX_TIME))
 
-    def _advance(self, start: int) -> None:
-        if start <= self._observed:
-            return
-        self._observed = start
+    def _advance(self, start: int) -> int:
+        """Move the observed stream time to ``start`` if later; return it."""
+        observed, cleaned = self._time()
+        if start <= observed:
+            return observed
         # the start of the earliest live segment: every window before it has expired
-        boundary = self._min_live() // self._segment * self._segment
-        if boundary > self._cleaned:
+        boundary = self._min_live(start) // self._segment * self._segment
+        if boundary > cleaned:
             self._drop_expired(boundary)
-        self._meta.put(self.name, (self._observed, self._cleaned))
+            cleaned = boundary
+        self._meta.put(self.name, (start, cleaned))
+        return start
 
     def _drop_expired(self, boundary: int) -> None:
         """Delete the windows starting before ``boundary``: Kafka drops a whole segment at a
@@ -141,7 +149,6 @@ class WindowStore:
                    if type(k) is Windowed and k.start < boundary]
         for k in expired:
             self._store.delete(k)
-        self._cleaned = boundary
         if expired:
             log.debug("window store %r: dropped %d expired windows (starting before %d)",
                       self.name, len(expired), boundary)
@@ -155,11 +162,11 @@ class WindowStore:
         if key is None:
             raise ValueError(f"window store {self.name!r}: a key must not be None")
         start = _ms(window_start, 0)
-        self._advance(start)
-        if start < self._min_live():
+        observed = self._advance(start)
+        if start < self._min_live(observed):
             log.warning("window store %r: skipping the put of key %r for expired window "
                         "start %d (observed stream time %d, retention %d ms)", self.name, key,
-                        start, self._observed, self.retention_period)
+                        start, observed, self.retention_period)
             if self._on_expired is not None:
                 self._on_expired()
             return

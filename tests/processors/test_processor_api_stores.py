@@ -236,3 +236,37 @@ def test_add_global_store_through_the_topology_builder():
     driver.create_input_topic("visits").pipe_input("v1", "u1")
     assert driver.create_output_topic("greetings").read_key_values() == [("v1", "u1:Ann")]
     assert "profiles-keeper" in t.describe()
+
+
+class PutEverything(Processor):
+    def __init__(self, store):
+        self.store_name = store
+
+    def init(self, context):
+        self.store = context.get_state_store(self.store_name)
+
+    def process(self, record):
+        self.store.put(record.key, record.value)
+
+
+@pytest.mark.parametrize("batch_mode", [False, True])
+def test_a_topology_of_global_stores_only_updates_them(batch_mode):
+    """Kafka's TopologyTestDriverTest.shouldProcessRecordForTopic with
+    setupGlobalStoreTopology: global stores, one per topic, and nothing else."""
+    from streamtable import TopologyBuilder
+
+    t = TopologyBuilder()
+    for topic in ("source-topic-1", "source-topic-2"):
+        t.add_global_store(Stores.key_value_store_builder(
+            Stores.in_memory_key_value_store(f"{topic}-globalStore")).with_logging_disabled(),
+            topic, topic, f"{topic}-processor",
+            lambda topic=topic: PutEverything(f"{topic}-globalStore"))
+    driver = TopologyTestDriver(t.build(), batch_mode=batch_mode)
+    driver.create_input_topic("source-topic-1").pipe_input("key1", "value1", timestamp=42)
+    driver.create_input_topic("source-topic-2").pipe_input("key2", "value2", timestamp=43)
+    if batch_mode:
+        driver.run_batch()
+    assert driver.get_key_value_store("source-topic-1-globalStore").to_dict() == {
+        "key1": "value1"}
+    assert driver.get_key_value_store("source-topic-2-globalStore").to_dict() == {
+        "key2": "value2"}

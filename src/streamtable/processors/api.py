@@ -195,7 +195,9 @@ class ProcessorContext(Protocol):
         ...
 
     def get_state_store(self, name: str) -> Any:
-        """A store connected to this processor."""
+        """A store connected to this processor, or any global store (read only): a key-value
+        store, a timestamped one (values ``ValueAndTimestamp``: a DSL store's) or a window
+        store, as the store was built (see ``processors/user.py``)."""
         ...
 
     def schedule(self, interval_ms: Duration, punctuation_type: PunctuationType,

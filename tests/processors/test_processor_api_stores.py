@@ -178,7 +178,7 @@ def test_a_global_store_is_its_own_sub_topology_and_generates_no_tasks():
     topology = global_profiles()
     text = topology.describe()
     assert "for global store (will not generate tasks)" in text
-    assert "KSTREAM-GLOBAL-PROCESSOR" in text
+    assert "Processor: KTABLE-SOURCE-0000000001 (stores: [profiles])" in text
     # the stream's processor reads the store without holding a copy of it
     assert [st.stores for st in topology.subtopologies] == [[]]
     assert topology.global_stores_of(topology.subtopologies[0]) == ["profiles"]
@@ -270,3 +270,26 @@ def test_a_topology_of_global_stores_only_updates_them(batch_mode):
         "key1": "value1"}
     assert driver.get_key_value_store("source-topic-2-globalStore").to_dict() == {
         "key2": "value2"}
+
+
+def test_global_store_processor_names_follow_kafka_streams():
+    """Kafka's StreamsBuilderTest.shouldUse{Specified,Default}NameForGlobalStoreProcessor."""
+    for named, expected in ((None, ["KSTREAM-SOURCE-0000000000", "KTABLE-SOURCE-0000000001"]),
+                            ("test", ["test-source", "test"])):
+        b = StreamsBuilder()
+        b.add_global_store(Stores.key_value_store_builder(
+            Stores.in_memory_key_value_store("store"), "string", "string"), "topic",
+            LatestPerUser, key_serde="string", value_serde="string", named=named)
+        topology = b.build()
+        assert [st.nodes for st in topology.global_subtopologies] == [expected]
+
+
+def test_should_add_global_store():
+    """Kafka's StreamsBuilderTest.shouldAddGlobalStore."""
+    b = StreamsBuilder()
+    b.add_global_store(Stores.key_value_store_builder(
+        Stores.in_memory_key_value_store("store"), "string", "string"), "topic",
+        lambda: PutEverything("store"), key_serde="string", value_serde="string")
+    driver = TopologyTestDriver(b.build())
+    driver.create_input_topic("topic", "string", "string").pipe_input("hey", "there")
+    assert driver.get_key_value_store("store").get("hey") == "there"

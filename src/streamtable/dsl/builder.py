@@ -322,7 +322,8 @@ class StreamsBuilder:
         (``context.get_state_store(store.name)``); every task's processors can read the store
         by name (``context.get_state_store``), without connecting it, but not write it. The
         store is state like a global table's: updated before the stream records of the same
-        micro-batch on Spark, exactly once.
+        micro-batch on Spark, exactly once. ``named`` names the processor (and its source
+        ``<named>-source``, unless ``source_named`` says otherwise).
 
         >>> from streamtable import Processor
         >>> from streamtable.dsl.stores import Stores
@@ -340,11 +341,14 @@ class StreamsBuilder:
         if store.kind != "key-value":
             raise TopologyError(f"global store {store.name!r} must be a key-value store, not a "
                                 f"{store.kind} store")
+        # Kafka Streams' names: "<named>-source" and "<named>", else generated ones
+        if source_named is None and named is not None:
+            source_named = f"{named}-source"
         source = self.add_source([topic], key_serde, value_serde, timestamp_extractor,
                                  source_named)
         spec = self.add_state_store(store)
         spec.logging = False  # the topic is the store's changelog, as for a global table
-        name = self.new_name("KSTREAM-GLOBAL-PROCESSOR", named)
+        name = self.new_name("KTABLE-SOURCE", named)
         node = self.add_node(name, _user_supplier(processor_supplier, name), [source],
                              stores=[store.name])
         node.options["user"] = True

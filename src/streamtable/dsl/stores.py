@@ -16,16 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
+from streamtable.durations import to_ms
 from streamtable.serde import Serde
-
-
-def _duration_ms(what: str, value: int | timedelta) -> int:
-    if isinstance(value, timedelta):
-        return int(value.total_seconds() * 1000)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} is milliseconds (an int) or a timedelta, "
-                        f"not {type(value).__name__}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -194,8 +186,8 @@ class Stores:
     def _window_store(name: str, persistent: bool, retention: int | timedelta,
                       window_size: int | timedelta,
                       retain_duplicates: bool) -> WindowStoreSupplier:
-        retention_ms = _duration_ms("retention", retention)
-        size_ms = _duration_ms("window_size", window_size)
+        retention_ms = to_ms(retention, "retention")
+        size_ms = to_ms(window_size, "window_size")
         if size_ms <= 0:
             raise ValueError(f"window store {name!r}: window_size must be positive, "
                              f"not {size_ms} ms")

@@ -193,3 +193,30 @@ def test_a_repartitioned_table_meets_a_source_table_in_its_partition(partitions)
             driver.run_batch()
         tables.append(driver.get_key_value_store("joined").to_dict())
     assert tables[0] == tables[1] == {k: [1, k.upper()] for k in "abcdefghij"}
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_equal_keys_made_in_different_ways_meet_in_one_task(partitions):
+    """A repartitioned record goes to the task its key's bytes hash to: equal tuple keys whose
+    parts Python shares differently (an int held elsewhere too, a string interned or not) must
+    write the same bytes, or their counts split over tasks."""
+    b = StreamsBuilder()
+    (b.stream("in")
+     .flat_map(lambda k, v: [(("x", v["n"]), 1), (("y", v["n"]), 1)] if v["both"]
+               else [(("y", "".join(["i", "d"]) if v["n"] < 0 else v["n"]), 1)])
+     .group_by_key().count()
+     .to_stream().to("out"))
+    driver = TopologyTestDriver(b.build(), batch_mode=True)
+    topic = driver.create_input_topic("in", partitions=partitions)
+    for i in range(10):
+        n = int("1001") if i % 3 else -1
+        topic.pipe_input(i, {"n": n, "both": i % 2 == 0}, timestamp=i, partition=i % partitions)
+    driver.run_batch()
+    counts = {tuple(k): v for k, v in driver.create_output_topic("out").read_key_values()}
+    expected: dict = {}
+    for i in range(10):
+        n = int("1001") if i % 3 else -1
+        keys = [("x", n), ("y", n)] if i % 2 == 0 else [("y", "id" if n < 0 else n)]
+        for key in keys:
+            expected[key] = expected.get(key, 0) + 1
+    assert counts == expected

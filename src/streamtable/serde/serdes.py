@@ -231,17 +231,26 @@ class InternalSerde(Serde):
     covers (fast), ``pickle`` for the rest, told apart by a leading tag byte.
 
     Only the running application reads these records, with the same Python; nothing in this
-    format is kept across versions (state files use pickle).
+    format is kept across versions (state files use pickle). A record goes to the task its key's
+    bytes hash to, so equal keys must give equal bytes: marshal's format 2, which writes every
+    string the same way and never refers back to an object written before (format 3 and later
+    mark objects Python holds elsewhere and strings it interned, so an equal key made another
+    way would go to another task).
 
     >>> INTERNAL.decode(INTERNAL.encode((frozenset({1}), None)))
     (frozenset({1}), None)
+    >>> n = int("1001")
+    >>> INTERNAL.encode(("y", int("1001"))) == INTERNAL.encode(("y", n))
+    True
     """
 
     name = "internal"
+    #: marshal's format for internal records (see the class docstring)
+    MARSHAL_VERSION = 2
 
     def encode(self, obj: Any) -> bytes:
         try:
-            return b"M" + marshal.dumps(obj)
+            return b"M" + marshal.dumps(obj, self.MARSHAL_VERSION)
         except ValueError:  # an object marshal does not know
             return b"P" + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 

@@ -162,6 +162,11 @@ SETTINGS: tuple[Setting, ...] = (
             "How long a batch waits for an unreachable Kafka (planning, reading, writing), "
             "saying every ten seconds what it waits for, before the application stops with an "
             "error.", True, _integer(0)),
+    Setting("lease.timeout.ms", 30_000, "an integer >= 1000",
+            "How long a run's lease on its state location lasts without a heartbeat (it beats "
+            "every third of this): a run killed on another host blocks a restart this long (on "
+            "the same host, not at all), and a run taking over waits at most this long for the "
+            "old one to stop.", False, _integer(1000)),
     Setting("serving.url", None, "postgresql://... or a SQLite file path, or unset",
             "Where the queryable stores are served from (default: SQLite in state.dir).",
             False, _text(optional=True)),

@@ -129,6 +129,54 @@ class StorageError(StreamsError, OSError):
         self.errno = error.errno
 
 
+class LeaseHeldError(StreamsError):
+    """Another run of the application holds its lease (see :mod:`streamtable.storage.lease`):
+    two runs must never write at once.
+
+    >>> print(LeaseHeldError("word-count", "host a, pid 7, since 2026-01-01 10:00:00 UTC",
+    ...                      30_000))  # doctest: +NORMALIZE_WHITESPACE
+    word-count is already running (host a, pid 7, since 2026-01-01 10:00:00 UTC), and two runs
+    of one application must not write at once. Stop that run first, or start this one with
+    --take-over (StreamsApp.start(take_over=True)) to fence it: it stops at its next commit. A
+    run that was killed releases its lease when its heartbeat is 30 s old (lease.timeout.ms), at
+    once on the same host.
+    """
+
+    def __init__(self, application_id: str, holder: str, timeout_ms: int) -> None:
+        super().__init__(
+            f"{application_id} is already running ({holder}), and two runs of one application "
+            "must not write at once. Stop that run first, or start this one with --take-over "
+            "(StreamsApp.start(take_over=True)) to fence it: it stops at its next commit. A run "
+            f"that was killed releases its lease when its heartbeat is {timeout_ms / 1000:.0f} s "
+            "old (lease.timeout.ms), at once on the same host.")
+        self.application_id = application_id
+        self.holder = holder
+
+
+class LeaseLostError(StreamsError):
+    """Another run of the application took over its lease: this run is fenced and writes no
+    more state or output.
+
+    >>> print(LeaseLostError("word-count", 3, "host b, pid 9, since 2026-01-01 10:05:00 UTC"))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    word-count was taken over by another run (host b, pid 9, since 2026-01-01 10:05:00 UTC):
+    this run (lease epoch 3) is fenced and stopped without committing its batch; the new run
+    goes on from the last committed one.
+    """
+
+    advice = ("nothing if the take-over was meant; otherwise stop the other run before starting "
+              "this one again")
+
+    def __init__(self, application_id: str, epoch: int, holder: str | None) -> None:
+        by = f"another run ({holder})" if holder else "another run (its lease was deleted)"
+        super().__init__(
+            f"{application_id} was taken over by {by}: this run (lease epoch {epoch}) is fenced "
+            "and stopped without committing its batch; the new run goes on from the last "
+            "committed one.")
+        self.application_id = application_id
+        self.epoch = epoch
+
+
 class ApplicationFailedError(StreamsError):
     """The application's query died; what it serves is no longer kept up to date.
 

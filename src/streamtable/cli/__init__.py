@@ -173,7 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
     if args.until_caught_up:
-        app.start(available_now=True)
+        app.start(available_now=True, take_over=args.take_over)
         # on a terminal one updating line; otherwise the log line per batch
         progress = ProgressLine(app.metrics, sys.stderr) if sys.stderr.isatty() else None
         while app.is_running and not stop.is_set():
@@ -187,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         app.raise_if_failed()
         log.info("stopped before catching up" if interrupted else "caught up; stopped")
         return 0
-    app.start()
+    app.start(take_over=args.take_over)
     server = None
     if args.http_port is not None:
         from streamtable.serving.http import serve_queries
@@ -403,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http-port", type=int, help="serve interactive queries over HTTP here")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
     p.add_argument("--http-token", help=_TOKEN_HELP)
+    p.add_argument("--take-over", action="store_true",
+                   help="if another run of the application is running, fence it (it stops at "
+                        "its next commit) and go on in its place; without it, the start is "
+                        "refused")
     p.add_argument("--create-topics", action="store_true",
                    help="create the application's input topics that do not exist")
     p.add_argument("--partitions", type=int, default=1,

@@ -50,14 +50,17 @@ class MicroBatches:
     writes to none (a ``distributed`` writer is called by the tasks, any other here once per
     batch); ``counts``: gives the Spark accumulator of the tasks' counts; ``checkpoint_dir``:
     the query's checkpoint (its offset log gives a batch's ranges); ``shared_location``: where
-    each batch's wall-clock time is recorded; ``clock``: the wall clock in ms.
+    each batch's wall-clock time is recorded; ``clock``: the wall clock in ms; ``fence``:
+    raises when this run may no longer write (another run took over the application's lease),
+    called before a batch's stages run and before its results are written.
     """
 
     def __init__(self, topology: Topology, plan: QueryPlan, config: StreamsConfig, *,
                  blob: bytes, task_state: TaskStatePersistence, spark: Callable[[], Any],
                  output: Callable[[], OutputWriter | None], serving: ServingStore,
                  metrics: AppMetrics, counts: Callable[[], Any], checkpoint_dir: Path,
-                 shared_location: str, clock: Callable[[], int]) -> None:
+                 shared_location: str, clock: Callable[[], int],
+                 fence: Callable[[], None] = lambda: None) -> None:
         self.topology = topology
         self.plan = plan
         self.config = config
@@ -71,6 +74,7 @@ class MicroBatches:
         self.checkpoint_dir = checkpoint_dir
         self.shared_location = shared_location
         self.clock = clock
+        self.fence = fence
         # set when batches come from the Kafka source, which gives one Spark partition per
         # Kafka partition: a stage reading one topic then needs no shuffle to reach its tasks
         self.source_by_partition = False
@@ -92,6 +96,7 @@ class MicroBatches:
         """Run every stage over one micro-batch; ``df`` has the Kafka source's columns (topic,
         partition, offset, timestamp, key, value, headers), or one offset range per topic
         partition (topic, partition, start, end) that the stages' tasks read themselves."""
+        self.fence()
         plan = self.plan
         started = time.monotonic()
         counts = self._counts()
@@ -128,6 +133,7 @@ class MicroBatches:
             if ranges is not None:
                 flow.plan_ahead()  # the prepared flow runs again next batch
         computed = time.monotonic()
+        self.fence()  # the commit: a fenced run writes no results, and Spark commits no batch
         self._write_results(batch_id, table)
         self.last_batch_seconds = time.monotonic() - started
         task_counts = Counter(counts.value)

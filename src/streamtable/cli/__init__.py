@@ -170,6 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_reachable(app.config["bootstrap.servers"])
     _input_topics(app, args.create_topics, args.partitions)
     app.prepare()
+    app.hold_lease(take_over=args.take_over)  # a second run is refused before Spark starts
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
     if args.until_caught_up:

@@ -362,10 +362,14 @@ class StreamsApp:
         return options
 
     # -- one writer at a time ---------------------------------------------------------------
-    def _acquire_lease(self, take_over: bool) -> None:
-        """Hold the application's lease before anything is written (see
-        :mod:`streamtable.storage.lease`): refused while another run holds it, unless
-        ``take_over``."""
+    def hold_lease(self, take_over: bool = False) -> None:
+        """Hold the application's lease (``start`` does, if not held yet; see
+        :mod:`streamtable.storage.lease`): raises
+        :class:`~streamtable.errors.LeaseHeldError` naming the run that holds it, unless
+        ``take_over``, which fences that run and returns once it has stopped.
+
+        >>> app.hold_lease()                                       # doctest: +SKIP
+        """
         if self._lease is None:
             self._lease = Lease(storage_at(self.application_location), self.application_id,
                                 timeout_ms=int(self.config["lease.timeout.ms"]))
@@ -408,7 +412,7 @@ class StreamsApp:
         # state written for another topology must not be read by this one
         check_topology_unchanged(self.checkpoint_dir / "topology.json", self.topology,
                                  self.application_id)
-        self._acquire_lease(take_over)
+        self.hold_lease(take_over)
         try:
             self._start_query(available_now)
         except BaseException:

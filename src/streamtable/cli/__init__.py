@@ -322,7 +322,7 @@ def _jsonable(obj: Any) -> Any:
 def cmd_broker(args: argparse.Namespace) -> int:
     from streamtable.kafka.broker import run_broker_forever
 
-    run_broker_forever(args.port, host=args.host)
+    run_broker_forever(args.port, host=args.host, storage_engine=args.storage)
     return 0
 
 
@@ -435,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=int(os.environ.get(BROKER_PORT_ENV) or 9092),
                    help=f"port (default: ${BROKER_PORT_ENV}, else 9092)")
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--storage", default="memory://tansu/", metavar="URL",
+                   help="where the broker keeps its topics: memory://tansu/ (the default: gone "
+                        "when it stops) or s3://bucket/ (kept across restarts; AWS_* variables "
+                        "give the credentials and the endpoint)")
     p.set_defaults(func=cmd_broker)
     p = sub.add_parser("registry", help="run the development Schema Registry (in memory)")
     p.add_argument("--port", type=int, default=int(os.environ.get(REGISTRY_PORT_ENV) or 8081),

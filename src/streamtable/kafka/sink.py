@@ -291,9 +291,9 @@ class _TailScanner:
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_uncommitted",
-                "fetch.wait.max.ms": 10,
             }
         )
+        conf.setdefault("fetch.wait.max.ms", 10)  # a setting of the user's wins (see kafka_source)
         self.consumer = Consumer(with_client_log(conf))
         self.app = app_id.encode("utf-8")
         self.writer = writer_id.encode("utf-8")

@@ -376,12 +376,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "group.id": READER_GROUP_ID,
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
-                    # a fetch at a partition's end is answered after this wait, once per call:
-                    # 1 ms keeps the probe at ~2.5 ms (10 ms: ~15 ms; with 0 no end is reported)
-                    "fetch.wait.max.ms": 1,
                     "auto.offset.reset": "latest",
                 }
             )
+            # a fetch at a partition's end is answered after this wait, once per call: 1 ms
+            # keeps the probe at ~2.5 ms (10 ms: ~15 ms; with 0 no end is reported). A setting
+            # of the user's wins: Tansu on S3 answers with nothing when its wait ends before it
+            # has read the partition's objects (see streamtable.kafka.broker)
+            conf.setdefault("fetch.wait.max.ms", 1)
             self._probe = Consumer(with_client_log(conf))
         tps = [TopicPartition(t, int(p), off) for t, ps in listed.items() for p, off in ps.items()]
         self._probe.assign(tps)

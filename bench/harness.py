@@ -34,10 +34,13 @@ def say(msg: str) -> None:
 # --------------------------------------------------------------------------------- topics
 
 
-def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+def create_topics(bootstrap: str, topics: dict[str, int],
+                  config: dict[str, str] | None = None) -> None:
+    """Create the missing ``topics`` (name -> partitions) with :data:`TOPIC_CONFIG`, updated
+    by ``config``."""
     from streamtable.kafka.admin import ensure_topics
 
-    ensure_topics(bootstrap, topics, TOPIC_CONFIG)
+    ensure_topics(bootstrap, topics, {**TOPIC_CONFIG, **(config or {})})
 
 
 def delete_matching(bootstrap: str, needles: Sequence[str], keep: Sequence[str] = ()) -> list[str]:

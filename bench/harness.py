@@ -400,6 +400,11 @@ class TreeSampler(threading.Thread):
             self.peak_procs = by_comm
         self.peak_pss = max(self.peak_pss, pss)
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of every process of the tree so far (as last sampled; a
+        process that ended counts with what it had used at the last sample)."""
+        return sum(secs for _, secs in self.cpu.values())
+
     def cpu_by_kind(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for kind, secs in self.cpu.values():

@@ -218,20 +218,24 @@ class Generator:
         ids = np.arange(first, first + CHUNK, dtype=np.int64)
         rem = ids % TOTAL_PROPORTION
         epoch = ids // TOTAL_PROPORTION
-        keep = ids < end
         times = self.timestamp(ids)
         last_person = epoch  # one person per epoch, at offset 0
         # the last auction made at or before each event (offsets 1-3 make auctions)
         last_auction = np.where(rem == 0, epoch * AUCTION_PROPORTION - 1,
                                 epoch * AUCTION_PROPORTION + np.minimum(rem, 3) - 1)
+        # the whole chunk is drawn, whatever ``end``: the first k events of every run are the
+        # same (a chunk draws its randomness per event type, for all of the chunk's events)
         out = Batch()
-        p = np.flatnonzero((rem < PERSON_PROPORTION) & keep)
+        p = np.flatnonzero(rem < PERSON_PROPORTION)
         a = np.flatnonzero((rem >= PERSON_PROPORTION)
-                           & (rem < PERSON_PROPORTION + AUCTION_PROPORTION) & keep)
-        b = np.flatnonzero((rem >= PERSON_PROPORTION + AUCTION_PROPORTION) & keep)
-        out.persons = self._persons(rng, last_person[p], times[p])
-        out.auctions = self._auctions(rng, ids[a], last_person[a], last_auction[a], times[a])
-        out.bids = self._bids(rng, last_person[b], last_auction[b], times[b])
+                           & (rem < PERSON_PROPORTION + AUCTION_PROPORTION))
+        b = np.flatnonzero(rem >= PERSON_PROPORTION + AUCTION_PROPORTION)
+        kept = end - first
+        out.persons = self._persons(rng, last_person[p], times[p])[:int((p < kept).sum())]
+        out.auctions = self._auctions(rng, ids[a], last_person[a], last_auction[a],
+                                      times[a])[:int((a < kept).sum())]
+        out.bids = self._bids(rng, last_person[b], last_auction[b],
+                              times[b])[:int((b < kept).sum())]
         return out
 
     def _persons(self, rng: np.random.Generator, base0: np.ndarray,

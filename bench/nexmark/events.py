@@ -69,9 +69,46 @@ def create_input_topics(bootstrap: str) -> None:
     create_topics(bootstrap, dict.fromkeys(names, PARTITIONS), TOPIC_CONFIG)
 
 
+def _person(r: dict[str, Any]) -> bytes:
+    return (f'{{"id":{r["id"]},"name":"{r["name"]}","emailAddress":"{r["emailAddress"]}",'
+            f'"creditCard":"{r["creditCard"]}","city":"{r["city"]}","state":"{r["state"]}",'
+            f'"dateTime":{r["dateTime"]},"extra":"{r["extra"]}"}}').encode()
+
+
+def _auction(r: dict[str, Any]) -> bytes:
+    return (f'{{"id":{r["id"]},"itemName":"{r["itemName"]}",'
+            f'"description":"{r["description"]}","initialBid":{r["initialBid"]},'
+            f'"reserve":{r["reserve"]},"dateTime":{r["dateTime"]},"expires":{r["expires"]},'
+            f'"seller":{r["seller"]},"category":{r["category"]},'
+            f'"extra":"{r["extra"]}"}}').encode()
+
+
+def _bid(r: dict[str, Any]) -> bytes:
+    return (f'{{"auction":{r["auction"]},"bidder":{r["bidder"]},"price":{r["price"]},'
+            f'"channel":"{r["channel"]}","url":"{r["url"]}","dateTime":{r["dateTime"]},'
+            f'"extra":"{r["extra"]}"}}').encode()
+
+
+#: what :func:`encode` writes, spelled out: the generator's strings need no JSON escaping
+#: (letters, digits, spaces and URL punctuation), and a format string is ~3x faster
+_ENCODERS = {"id": {"emailAddress": _person, "itemName": _auction}, "auction": {"url": _bid}}
+
+
+def _encoder(rows: list[dict[str, Any]], key_field: str) -> Any:
+    for marker, fn in _ENCODERS[key_field].items():
+        if marker in rows[0]:
+            return fn
+    return encode
+
+
 def _records(rows: list[dict[str, Any]], key_field: str) -> tuple[list[tuple[bytes, bytes]],
                                                                    list[int]]:
-    return ([(encode(r[key_field]), encode(r)) for r in rows], [r["dateTime"] for r in rows])
+    """``([(key, value)], [timestamp])`` of ``rows``, keyed by ``key_field``."""
+    if not rows:
+        return [], []
+    value = _encoder(rows, key_field)
+    return ([(str(r[key_field]).encode(), value(r)) for r in rows],
+            [r["dateTime"] for r in rows])
 
 
 def produce(bootstrap: str, batches: Iterable[Batch]) -> dict[str, int]:

@@ -128,6 +128,7 @@ def test_records_are_keyed_json_with_the_standard_field_names(kind):
                       "extra"]}[kind]
     for (key, value), stamp in zip(records, stamps, strict=True):
         row = json.loads(value)
+        assert value == json.dumps(row, separators=(",", ":")).encode()
         assert list(row) == fields
         assert json.loads(key) == row[key_field] and isinstance(row[key_field], int)
         assert stamp == row["dateTime"]

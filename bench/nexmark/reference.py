@@ -392,6 +392,44 @@ def expected_q22(src: Events) -> Iterator[tuple[Any, Any]]:
                              "dir2": dirs[1], "dir3": dirs[2]}
 
 
+def _report(src: Events, group_of: Callable[[Row], tuple[Any, ...]],
+            fields: tuple[str, ...], with_minute: bool) -> Iterator[tuple[Any, Any]]:
+    """q15 and q16: per group, bids and distinct bidders and auctions, in all and per rank."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for b in src.each_bid():
+        g = group_of(b)
+        s = groups.get(g)
+        if s is None:
+            s = groups[g] = {"bids": defaultdict(int), "bidders": defaultdict(set),
+                             "auctions": defaultdict(set), "minute": ""}
+        p = b["price"]
+        rank = "rank1" if p < 10_000 else "rank2" if p < 1_000_000 else "rank3"
+        for slot in ("total", rank):
+            s["bids"][slot] += 1
+            s["bidders"][slot].add(b["bidder"])
+            s["auctions"][slot].add(b["auction"])
+        t = datetime.fromtimestamp(b["dateTime"] / 1000, timezone.utc).strftime("%H:%M")
+        s["minute"] = max(s["minute"], t)
+    for g, s in groups.items():
+        row: Row = dict(zip(fields, g, strict=True))
+        if with_minute:
+            row["minute"] = s["minute"]
+        for slot in ("total", "rank1", "rank2", "rank3"):
+            row[f"{slot}_bids"] = s["bids"][slot]
+            row[f"{slot}_bidders"] = len(s["bidders"][slot])
+            row[f"{slot}_auctions"] = len(s["auctions"][slot])
+        yield (list(g) if len(g) > 1 else g[0]), row
+
+
+def expected_q15(src: Events) -> Iterator[tuple[Any, Any]]:
+    return _report(src, lambda b: (_day(b["dateTime"]),), ("day",), False)
+
+
+def expected_q16(src: Events) -> Iterator[tuple[Any, Any]]:
+    return _report(src, lambda b: (b["channel"], _day(b["dateTime"])), ("channel", "day"),
+                   True)
+
+
 EXPECTED: dict[str, Callable[[Events], Iterator[tuple[Any, Any]]]] = {
     name[len("expected_"):]: fn for name, fn in globals().items()
     if name.startswith("expected_q")

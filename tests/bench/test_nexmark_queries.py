@@ -17,14 +17,23 @@ EVENTS = 3_000
 PARAMS = Params.of(GENERATOR, grace_ms=60_000)
 
 
-@pytest.mark.parametrize("query", ORDER)
+# streamtable's internal serde (marshal) writes equal keys as different bytes when an int or
+# string in them is shared with another live object (marshal's reference flag follows the
+# reference count), so a repartition can send equal keys to different tasks: q15/q16's
+# distinct counts (keys sharing the bidder/auction int) are split and come out too small
+SERDE_BUG = pytest.mark.xfail(strict=True, reason="InternalSerde's marshal output depends on "
+                              "reference counts: equal keys, different bytes, split counts")
+BATCH = [pytest.param(q, marks=SERDE_BUG) if q in ("q15", "q16") else q for q in ORDER]
+
+
+@pytest.mark.parametrize("query", BATCH)
 def test_query_matches_the_reference_in_batch_mode(query):
     out = driver_output(query, GENERATOR, EVENTS, PARAMS)
     want = EXPECTED[query](Events(generator=GENERATOR, count=EVENTS))
     assert verdict(QUERIES[query].kind, want, out) is None
 
 
-@pytest.mark.parametrize("query", ["q4", "q5", "q7", "q8", "q11", "q20"])
+@pytest.mark.parametrize("query", ["q4", "q5", "q7", "q8", "q11", "q15", "q16", "q20"])
 def test_query_matches_the_reference_record_at_a_time(query):
     out = driver_output(query, GENERATOR, EVENTS, PARAMS, batch_mode=False)
     want = EXPECTED[query](Events(generator=GENERATOR, count=EVENTS))

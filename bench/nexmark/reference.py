@@ -285,30 +285,35 @@ def expected_q14(src: Events) -> Iterator[tuple[Any, Any]]:
 
 
 def expected_q17(src: Events) -> Iterator[tuple[Any, Any]]:
-    prices: dict[tuple[int, str], list[int]] = defaultdict(list)
+    stats: dict[tuple[int, str], list[int]] = {}  # [n, rank1, rank2, rank3, min, max, sum]
     for b in src.each_bid():
-        prices[(b["auction"], _day(b["dateTime"]))].append(b["price"])
-    for (auction, day), ps in prices.items():
+        key = (b["auction"], _day(b["dateTime"]))
+        p = b["price"]
+        s = stats.get(key)
+        if s is None:
+            s = stats[key] = [0, 0, 0, 0, p, p, 0]
+        s[0] += 1
+        s[1 if p < 10_000 else 2 if p < 1_000_000 else 3] += 1
+        s[4], s[5], s[6] = min(s[4], p), max(s[5], p), s[6] + p
+    for (auction, day), (n, r1, r2, r3, low, high, total) in stats.items():
         yield [auction, day], {
-            "auction": auction, "day": day, "total_bids": len(ps),
-            "rank1_bids": sum(p < 10_000 for p in ps),
-            "rank2_bids": sum(10_000 <= p < 1_000_000 for p in ps),
-            "rank3_bids": sum(p >= 1_000_000 for p in ps),
-            "min_price": min(ps), "max_price": max(ps), "avg_price": sum(ps) // len(ps),
-            "sum_price": sum(ps)}
+            "auction": auction, "day": day, "total_bids": n, "rank1_bids": r1,
+            "rank2_bids": r2, "rank3_bids": r3, "min_price": low, "max_price": high,
+            "avg_price": total // n, "sum_price": total}
 
 
 def expected_q18(src: Events) -> Iterator[tuple[Any, Any]]:
-    last: dict[tuple[int, int], list[Row]] = {}
+    # (bidder, auction) -> (time of the latest bids, the latest bids as JSON)
+    last: dict[tuple[int, int], tuple[int, list[str]]] = {}
     for b in src.each_bid():
         pair = (b["bidder"], b["auction"])
         seen = last.get(pair)
-        if seen is None or b["dateTime"] > seen[0]["dateTime"]:
-            last[pair] = [b]
-        elif b["dateTime"] == seen[0]["dateTime"]:
-            seen.append(b)
-    for pair, bids in last.items():
-        yield list(pair), expect([_project(b, BID_FIELDS) for b in bids])
+        if seen is None or b["dateTime"] > seen[0]:
+            last[pair] = (b["dateTime"], [canonical(_project(b, BID_FIELDS))])
+        elif b["dateTime"] == seen[0]:
+            seen[1].append(canonical(_project(b, BID_FIELDS)))
+    for pair, (_, bids) in last.items():
+        yield list(pair), expect([json.loads(b) for b in bids])
 
 
 @dataclass
@@ -336,21 +341,25 @@ class TopBids:
 
 
 def expected_q19(src: Events) -> Iterator[tuple[Any, Any]]:
-    bids: dict[int, list[Row]] = defaultdict(list)
+    # auction -> (price, bid as JSON) of the bids that can still be in its top 10: the ten
+    # highest prices and every bid tied with the tenth
+    kept: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for b in src.each_bid():
-        top = bids[b["auction"]]
-        top.append(b)
-        if len(top) > 64:  # keep what can still be in the top 10, with every tie
-            top.sort(key=lambda r: -r["price"])
-            cut = top[9]["price"]
-            top[:] = [r for r in top if r["price"] >= cut]
-    for auction, rows in bids.items():
-        rows.sort(key=lambda r: -r["price"])
-        prices = [r["price"] for r in rows[:10]]
+        top = kept[b["auction"]]
+        if len(top) >= 10 and b["price"] < top[9][0]:
+            continue
+        top.append((b["price"], canonical(_project(b, BID_FIELDS))))
+        top.sort(key=lambda t: -t[0])
+        if len(top) > 10:
+            cut = top[9][0]
+            while top[-1][0] < cut:
+                top.pop()
+    for auction, rows in kept.items():
+        prices = [p for p, _ in rows[:10]]
         by_price: dict[int, set[str]] = defaultdict(set)
-        for r in rows:
-            if r["price"] in prices:
-                by_price[r["price"]].add(canonical(_project(r, BID_FIELDS)))
+        for p, bid in rows:
+            if p in prices:
+                by_price[p].add(bid)
         yield auction, TopBids(prices, dict(by_price))
 
 

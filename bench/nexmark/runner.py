@@ -24,6 +24,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,7 @@ def _wait(proc: Any, tree: TreeSampler, timeout: float) -> tuple[int | None, flo
 
 
 def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstrap: str,
-            run_dir: Path, expected: list[tuple[Any, Any]],
+            run_dir: Path, expected: Callable[[], Iterable[tuple[Any, Any]]],
             input_counts: dict[str, int]) -> Row:
     row = Row(query, contender.name, events=args.events)
     if not contender.supports(query):
@@ -144,9 +145,18 @@ def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstra
             if row.cpu_seconds > 0:
                 row.rate_per_core = round(args.events / row.cpu_seconds, 1)
     if row.status == "OK":
-        raw = [(m.key(), m.value()) for m in read_topic(bootstrap, output, timeout=1800)]
-        row.output_records = len(raw)
-        diff = check.verdict(QUERIES[query].kind, expected, raw)
+        written = [0]
+
+        def records() -> Iterator[tuple[bytes | None, bytes | None]]:
+            written[0] = 0
+            for m in read_topic(bootstrap, output, timeout=1800):
+                written[0] += 1
+                yield m.key(), m.value()
+
+        t0 = time.time()
+        diff = check.verdict(QUERIES[query].kind, expected, records)
+        row.output_records = written[0]
+        log.info("%s on %s: output checked in %.1fs", query, contender.name, time.time() - t0)
         if diff is not None:
             row.status, row.reason = "FAILED", diff
     else:
@@ -216,10 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         log.info("warm-up (Spark JVM start, one read of a topic): %.1fs",
                  warm_up(bootstrap, SIDE_INPUT_TOPIC))
         for query in args.query_list:
-            t0 = time.time()
-            expected = list(EXPECTED[query](Events(generator=generator, count=args.events)))
-            log.info("%s: reference computed in %.1fs (%s entries)", query, time.time() - t0,
-                     f"{len(expected):,}")
+            def expected(query: str = query) -> Iterable[tuple[Any, Any]]:
+                return EXPECTED[query](Events(generator=generator, count=args.events))
+
             for name in args.contender_list:
                 try:
                     rows.append(run_one(query, engines[name], args, bootstrap, run_dir,

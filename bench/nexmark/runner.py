@@ -40,7 +40,14 @@ from bench.harness import (
 )
 from bench.nexmark import check, report
 from bench.nexmark.contenders import Contender, Run, contenders
-from bench.nexmark.events import PARTITIONS, SIDE_INPUT_TOPIC, TOPICS, generate_into, output_topic
+from bench.nexmark.events import (
+    PARTITIONS,
+    SIDE_INPUT_TOPIC,
+    TOPIC_CONFIG,
+    TOPICS,
+    generate_into,
+    output_topic,
+)
 from bench.nexmark.generator import DEFAULT_RATE, Generator
 from bench.nexmark.queries import ORDER, QUERIES
 from bench.nexmark.reference import EXPECTED, Events
@@ -102,7 +109,7 @@ def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstra
     output = output_topic(query)
     run_id = f"{run_dir.name}-{contender.name}-{query}"
     delete_matching(bootstrap, [output])
-    create_topics(bootstrap, {output: PARTITIONS})
+    create_topics(bootstrap, {output: PARTITIONS}, TOPIC_CONFIG)  # results carry 2015 times
     status = run_dir / "status" / f"{run_id}.jsonl"
     log_path = run_dir / "logs" / f"{run_id}.log"
     row.log = str(log_path.relative_to(ROOT))

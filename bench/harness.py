@@ -75,7 +75,7 @@ def group_progress(bootstrap: str, group: str, topic: str) -> int | None:
         return None
 
 
-def load_topic(bootstrap: str, topic: str, records: list[Record], partitions: int = 2, *,
+def load_topic(bootstrap: str, topic: str, records: Sequence[Record], partitions: int = 2, *,
                timestamps: Sequence[int] | None = None,
                placement: Sequence[int] | None = None) -> float:
     """Produce ``records`` (keyed ones by murmur2 like the Java client, records without a key

@@ -43,7 +43,10 @@ class Run:
 class Contender(Protocol):
     """An engine that runs Nexmark queries."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """How the runner's ``--contenders`` and the results name it."""
+        ...
 
     def supports(self, query: str) -> bool:
         """Whether this engine has an implementation of ``query``."""

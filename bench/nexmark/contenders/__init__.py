@@ -58,6 +58,7 @@ class Contender(Protocol):
 
 
 def contenders() -> dict[str, Contender]:
-    from bench.nexmark.contenders import streamtable
+    from bench.nexmark.contenders import bytewax_flow, quix_streams, spark_sql, streamtable
 
-    return {c.name: c for c in (streamtable.CONTENDER,)}
+    return {c.name: c for c in (streamtable.CONTENDER, spark_sql.CONTENDER,
+                                bytewax_flow.CONTENDER, quix_streams.CONTENDER)}

@@ -1,0 +1,139 @@
+"""Quix Streams (``quixstreams==3.28.1``, its own venv ``bench/.venvs/quix``): each query a
+``StreamingDataFrame`` over the bid topic.
+
+The application reads with a fresh consumer group from the earliest offset (the settings of
+``bench/contenders/quix_app.py``: at-least-once, RocksDB state with changelog topics,
+``session.timeout.ms=6000``, producer ``linger.ms=20``). A first ``update`` step counts the
+records consumed; when it has the runner's count, it stops the application, which finishes the
+record in hand and commits its checkpoint (flushing the producer): then ``caught_up``. Keys and
+values are written as compact JSON bytes (``peer.encode``). Record timestamps are the Kafka
+timestamps, the events' ``dateTime``.
+
+Queries:
+
+* q0, q1, q2, q14, q21, q22: ``apply`` of the SQL's expressions (``rows.py``) and ``filter``.
+* q5: ``hopping_window(10 s, 2 s).count().current()`` per auction (the message key), then
+  ``group_by`` the window and a stateful step keeping each window's counts per auction and
+  emitting its hottest auctions.
+* q7: each bid to its window (and the window before when it is at its end), ``group_by`` the
+  window start, a stateful step keeping the highest-priced bids (``rows.q7_fold``).
+* q17, q18, q19: ``group_by`` the SQL's ``GROUP BY``/``PARTITION BY`` key and a stateful step
+  folding the bids (``rows.q17_fold``, ...): the key's new row on every bid.
+
+Not expressed: the joins (q3, q8, q9, q13, q20: Quix Streams has no stream-stream or
+stream-table join in this version), the retraction queries q4, q6, q9 (no changelog of an
+aggregate), and q11: its session windows emit a merged session under the new start without
+retracting the sessions it replaced (``current()``), or only when a session closes, which the
+last sessions never do in a bounded run (``final()``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from bench.nexmark.contenders import rows
+from bench.nexmark.contenders.peer import (
+    BID,
+    HEARTBEAT_INTERVAL_MS,
+    SESSION_TIMEOUT_MS,
+    PeerContender,
+    Status,
+    encode,
+    log,
+    parse_args,
+)
+
+STATEFUL = {"q5", "q7", "q17", "q18", "q19"}
+QUERIES = frozenset(rows.STATELESS) | STATEFUL
+RETENTION = {"retention.ms": "-1", "retention.bytes": "-1"}
+
+
+def fold_step(fold: Any) -> Any:
+    """A stateful ``apply`` running ``fold(state, value)`` with the key's state."""
+    def step(value: Any, state: Any) -> Any:
+        new, out = fold(state.get("s"), value)
+        state.set("s", new)
+        return out
+    return step
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    status = Status(args.status)
+    if args.query not in QUERIES:
+        log(f"quix has no {args.query}")
+        return 2
+    from quixstreams import Application
+    from quixstreams.models import TopicConfig
+    from quixstreams.models.serializers import Serializer
+
+    class SecondAsJson(Serializer):  # type: ignore[misc]
+        """The value of an output record ``(key, value)``, as compact JSON."""
+
+        def __call__(self, kv: Any, ctx: Any) -> bytes:
+            return encode(kv[1])
+
+    app = Application(
+        broker_address=args.bootstrap, consumer_group=args.run_id,
+        auto_offset_reset="earliest", state_dir=args.state_dir,
+        consumer_extra_config={"session.timeout.ms": SESSION_TIMEOUT_MS,
+                               "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS},
+        producer_extra_config={"linger.ms": 20}, loglevel="WARNING")
+    cfg = TopicConfig(num_partitions=2, replication_factor=1, extra_config=dict(RETENTION))
+    inp = app.topic(BID, key_deserializer="json", value_deserializer="json", config=cfg)
+    out = app.topic(args.output, key_serializer="bytes", value_serializer=SecondAsJson(),
+                    config=cfg)
+    sdf = app.dataframe(inp)
+    left = [args.input_counts[BID]]
+
+    def count(_: Any) -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            app.stop()
+
+    sdf = sdf.update(count)
+    q = args.query
+    if q in rows.STATELESS:
+        sdf = sdf.apply(rows.STATELESS[q]).filter(lambda kv: kv is not None)
+    elif q == "q5":
+        sdf = (sdf.hopping_window(rows.Q5_SIZE_MS, rows.Q5_ADVANCE_MS, grace_ms=60_000)
+               .count().current())
+        sdf = sdf.apply(lambda w, key, ts, headers: [w["start"], w["end"], key, w["value"]],
+                        metadata=True)
+        sdf = sdf.group_by(lambda w: f"{w[0]}", name="window")
+
+        def hot(w: Any, state: Any) -> Any:
+            counts = state.get("c") or {}
+            counts[str(w[2])] = w[3]
+            state.set("c", counts)
+            return [w[0], w[1]], rows.hottest({int(a): n for a, n in counts.items()})
+
+        sdf = sdf.apply(hot, stateful=True)
+    elif q == "q7":
+        sdf = sdf.apply(rows.q7_candidates, expand=True)
+        sdf = sdf.group_by(lambda c: str(c[0]), name="window")
+        sdf = sdf.apply(fold_step(rows.q7_fold), stateful=True).filter(
+            lambda kv: kv is not None)
+    else:
+        key, fold = {"q17": (lambda b: f"{b['auction']}/{b['dateTime'] // rows.DAY_MS}",
+                             rows.q17_fold),
+                     "q18": (lambda b: f"{b['bidder']}/{b['auction']}", rows.q18_fold),
+                     "q19": (lambda b: str(b["auction"]), rows.q19_fold)}[q]
+        sdf = sdf.group_by(key, name="key")
+        sdf = sdf.apply(fold_step(fold), stateful=True).filter(lambda kv: kv is not None)
+    # each step above ends with the output record (key, value): the key is taken from it,
+    # the value serializer writes its second half
+    sdf.to_topic(out, key=lambda kv: encode(kv[0]))
+    status.event("started")
+    log(f"quix {q}: running")
+    app.run()
+    status.event("caught_up")
+    log(f"quix {q}: caught up")
+    return 0
+
+
+CONTENDER = PeerContender("quix", "quix", "bench.nexmark.contenders.quix_streams", QUERIES)
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""The record-at-a-time expressions of the Nexmark SQL, in plain Python, for the peers whose
+queries are Python functions over records (Quix Streams, Bytewax, Pathway's UDFs). Standard
+library only (the peers import it in their own virtual environments).
+
+Each ``qN(bid)`` of a stateless query returns the output record ``(key, value)`` of one bid, or
+None when the query's ``WHERE`` drops it.
+
+>>> q2({"auction": 246, "bidder": 1, "price": 7, "channel": "c", "url": "u", "dateTime": 0,
+...     "extra": ""})
+(246, {'auction': 246, 'price': 7})
+>>> split_index("https://www.nexmark.com/a/b", "/", 5)
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+Row = dict[str, Any]
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+BID_FIELDS = ("auction", "bidder", "price", "channel", "url", "dateTime", "extra")
+
+
+def q0(bid: Row) -> tuple[int, Row]:
+    """``SELECT auction, bidder, price, dateTime, extra FROM bid``."""
+    return bid["auction"], {"auction": bid["auction"], "bidder": bid["bidder"],
+                            "price": bid["price"], "dateTime": bid["dateTime"],
+                            "extra": bid["extra"]}
+
+
+def q1(bid: Row) -> tuple[int, Row]:
+    """``0.908 * price`` (a DECIMAL in the SQL: exact to 3 decimals here)."""
+    key, row = q0(bid)
+    row["price"] = bid["price"] * 908 / 1000
+    return key, row
+
+
+def q2(bid: Row) -> tuple[int, Row] | None:
+    """``WHERE MOD(auction, 123) = 0``."""
+    if bid["auction"] % 123:
+        return None
+    return bid["auction"], {"auction": bid["auction"], "price": bid["price"]}
+
+
+def bid_time_type(ms: int) -> str:
+    hour = ms // HOUR_MS % 24
+    if 8 <= hour <= 18:
+        return "dayTime"
+    if hour <= 6 or hour >= 20:
+        return "nightTime"
+    return "otherTime"
+
+
+def q14(bid: Row) -> tuple[int, Row] | None:
+    """``WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000`` (in integers)."""
+    if not 1_000_000_000 < bid["price"] * 908 < 50_000_000_000:
+        return None
+    return bid["auction"], {
+        "auction": bid["auction"], "bidder": bid["bidder"], "price": bid["price"] * 908 / 1000,
+        "bidTimeType": bid_time_type(bid["dateTime"]), "dateTime": bid["dateTime"],
+        "extra": bid["extra"], "c_counts": bid["extra"].count("c")}
+
+
+HOT_CHANNELS = {"apple": "0", "google": "1", "facebook": "2", "baidu": "3"}
+CHANNEL_ID = re.compile(r"(&|^)channel_id=([^&]*)")
+
+
+def q21(bid: Row) -> tuple[int, Row] | None:
+    """The CASE of a hot channel's number, else ``REGEXP_EXTRACT(url, ..., 2)``; rows with
+    neither are dropped."""
+    cid = HOT_CHANNELS.get(bid["channel"].lower())
+    if cid is None:
+        m = CHANNEL_ID.search(bid["url"])
+        if m is None:
+            return None
+        cid = m.group(2)
+    return bid["auction"], {"auction": bid["auction"], "bidder": bid["bidder"],
+                            "price": bid["price"], "channel": bid["channel"],
+                            "channel_id": cid}
+
+
+def split_index(text: str, sep: str, index: int) -> str | None:
+    """Flink's ``SPLIT_INDEX``: the ``index``-th (0-based) piece, or None."""
+    parts = text.split(sep)
+    return parts[index] if index < len(parts) else None
+
+
+def q22(bid: Row) -> tuple[int, Row]:
+    url = bid["url"]
+    return bid["auction"], {"auction": bid["auction"], "bidder": bid["bidder"],
+                            "price": bid["price"], "channel": bid["channel"],
+                            "dir1": split_index(url, "/", 3), "dir2": split_index(url, "/", 4),
+                            "dir3": split_index(url, "/", 5)}
+
+
+STATELESS = {"q0": q0, "q1": q1, "q2": q2, "q14": q14, "q21": q21, "q22": q22}
+
+Q5_SIZE_MS, Q5_ADVANCE_MS = 10_000, 2_000
+Q7_SIZE_MS = 10_000
+Q11_GAP_MS = 10_000
+
+
+def hottest(counts: dict[int, int]) -> list[list[int]]:
+    """q5's value: the auctions with the most bids, ``[[auction, num], ...]`` by auction."""
+    top = max(counts.values())
+    return [[a, n] for a, n in sorted(counts.items()) if n == top]
+
+
+def q7_candidates(bid: Row) -> list[tuple[int, str, Row]]:
+    """``(window_start, slot, row)`` for each window a bid may be the top of: its own tumbling
+    window (slot ``in``) and, when it is exactly at a window's end, the window before (slot
+    ``end``: the SQL's ``BETWEEN window_end - 10 s AND window_end`` includes the end)."""
+    ts = bid["dateTime"]
+    start = ts - ts % Q7_SIZE_MS
+    row = {"auction": bid["auction"], "price": bid["price"], "bidder": bid["bidder"],
+           "dateTime": ts, "extra": bid["extra"]}
+    own = [(start, "in", row)]
+    return own + [(start - Q7_SIZE_MS, "end", row)] if ts == start else own
+
+
+def q7_add(best: Row | None, slot: str, row: Row) -> Row:
+    """A window's state: the highest price of its own bids with their rows, and the same of
+    the bids exactly at its end."""
+    best = dict(best) if best else {"in_price": None, "in": [], "end_price": None, "end": []}
+    price = best[f"{slot}_price"]
+    if price is None or row["price"] > price:
+        best[f"{slot}_price"], best[slot] = row["price"], [row]
+    elif row["price"] == price:
+        best[slot] = best[slot] + [row]
+    return best
+
+
+def q7_value(best: Row) -> list[Row] | None:
+    """The window's top bids (its own, and those at its end at the same price), sorted."""
+    if best["in_price"] is None:
+        return None
+    rows = best["in"] + (best["end"] if best["end_price"] == best["in_price"] else [])
+    return sorted(rows, key=lambda r: (r["dateTime"], r["auction"], r["bidder"]))
+
+
+def _day(ms: int) -> str:
+    """``DATE_FORMAT(dateTime, 'yyyy-MM-dd')`` in UTC."""
+    return datetime.fromtimestamp(ms // 1000, timezone.utc).strftime("%Y-%m-%d")
+
+
+# The folds of the stateful queries: ``fold(state, item) -> (new state, output record or
+# None)``, the state None for a new key.
+
+
+def q17_fold(state: dict[str, Any] | None, bid: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """``GROUP BY auction, DATE_FORMAT(dateTime, 'yyyy-MM-dd')`` with its aggregates."""
+    p = bid["price"]
+    if state is None:
+        day = _day(bid["dateTime"])
+        state = {"auction": bid["auction"], "day": day, "total_bids": 0, "rank1_bids": 0,
+                 "rank2_bids": 0, "rank3_bids": 0, "min_price": p, "max_price": p,
+                 "avg_price": 0, "sum_price": 0}
+    else:
+        state = dict(state)
+    state["total_bids"] += 1
+    rank = "rank1_bids" if p < 10_000 else "rank2_bids" if p < 1_000_000 else "rank3_bids"
+    state[rank] += 1
+    state["min_price"] = min(state["min_price"], p)
+    state["max_price"] = max(state["max_price"], p)
+    state["sum_price"] += p
+    state["avg_price"] = state["sum_price"] // state["total_bids"]
+    return state, ([state["auction"], state["day"]], state)
+
+
+def q18_fold(state: dict[str, Any] | None, bid: dict[str, Any]) -> tuple[Any, Any]:
+    """``ROW_NUMBER() OVER (PARTITION BY bidder, auction ORDER BY dateTime DESC) = 1``."""
+    if state is not None and state["dateTime"] >= bid["dateTime"]:
+        return state, None
+    row = {f: bid[f] for f in BID_FIELDS}
+    return row, ([bid["bidder"], bid["auction"]], row)
+
+
+def q19_fold(state: list[dict[str, Any]] | None, bid: dict[str, Any]) -> tuple[Any, Any]:
+    """``ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) <= 10``."""
+    top = list(state or [])
+    if len(top) == 10 and bid["price"] <= top[-1]["price"]:
+        return top, None
+    top.append({f: bid[f] for f in BID_FIELDS})
+    top.sort(key=lambda r: -r["price"])
+    top = top[:10]
+    ranked = [{**r, "rank_number": i} for i, r in enumerate(top, 1)]
+    return top, (bid["auction"], ranked)
+
+
+def q7_fold(state: dict[str, Any] | None, cand: tuple[int, str, dict[str, Any]]
+            ) -> tuple[Any, Any]:
+    start, slot, row = cand
+    best = q7_add(state, slot, row)
+    value = q7_value(best)
+    return best, None if value is None else ([start, start + Q7_SIZE_MS], value)

@@ -58,7 +58,15 @@ class Contender(Protocol):
 
 
 def contenders() -> dict[str, Contender]:
-    from bench.nexmark.contenders import bytewax_flow, quix_streams, spark_sql, streamtable
+    from bench.nexmark.contenders import (
+        bytewax_flow,
+        flink_sql,
+        pathway_tables,
+        quix_streams,
+        spark_sql,
+        streamtable,
+    )
 
     return {c.name: c for c in (streamtable.CONTENDER, spark_sql.CONTENDER,
-                                bytewax_flow.CONTENDER, quix_streams.CONTENDER)}
+                                bytewax_flow.CONTENDER, quix_streams.CONTENDER,
+                                pathway_tables.CONTENDER, flink_sql.CONTENDER)}

@@ -38,7 +38,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench.nexmark.contenders import rows
-from bench.nexmark.contenders.peer import BID, PeerContender, Status, encode, log, parse_args
+from bench.nexmark.contenders.peer import (
+    BID,
+    PeerContender,
+    Status,
+    encode,
+    linger,
+    log,
+    parse_args,
+)
 
 STATEFUL = {"q7", "q17", "q18", "q19"}
 QUERIES = frozenset(rows.STATELESS) | STATEFUL
@@ -123,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_main(flow, workers_per_process=int(args.settings.get("workers", "1")))
     status.event("caught_up")
     log(f"bytewax {q}: caught up")
+    linger()
     return 0
 
 

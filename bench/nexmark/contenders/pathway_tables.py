@@ -40,6 +40,7 @@ from bench.nexmark.contenders.peer import (
     PeerContender,
     Status,
     dumps,
+    linger,
     log,
     parse_args,
 )
@@ -70,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         dateTime: int  # noqa: N815 - the field's name in the topic
         extra: str
 
+    # ``id`` names Pathway's row ids: the auction's and person's id are read as aid and pid
     class Auction(pw.Schema):
-        id: int
+        aid: int
         itemName: str  # noqa: N815
         description: str
         initialBid: int  # noqa: N815
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         extra: str
 
     class Person(pw.Schema):
-        id: int
+        pid: int
         name: str
         emailAddress: str  # noqa: N815
         creditCard: str  # noqa: N815
@@ -99,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 "heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)}
     autocommit = int(args.settings.get("autocommit.ms", "1500"))
     topics = INPUTS.get(q, (BID,))
+    paths = {AUCTION: {"aid": "/id"}, PERSON: {"pid": "/id"}}
     tables = {t: pw.io.kafka.read(consumer, topic=t, format="json", schema=schemas[t],
+                                  json_field_paths=paths.get(t),
                                   autocommit_duration_ms=autocommit, name=t)
               for t in topics}
     out = _query(pw, q, tables)
@@ -152,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             producer.flush(120)
             status.event("caught_up")
             log(f"pathway {q}: caught up ({seen[0]:,} input records)")
+            linger()
             os._exit(0)
 
     pw.io.subscribe(watched, on_change=on_change, on_time_end=on_time_end)
@@ -189,18 +194,18 @@ def _query(pw: Any, q: str, t: dict[str, Any]) -> Any:
     if q == "q3":
         a, p = t[AUCTION], t[PERSON]
         sellers = p.filter((p.state == "OR") | (p.state == "ID") | (p.state == "CA"))
-        joined = a.filter(a.category == 10).join(sellers, pw.left.seller == pw.right.id).select(
-            pw.right.name, pw.right.city, pw.right.state, id=pw.left.id)
+        joined = a.filter(a.category == 10).join(sellers, pw.left.seller == pw.right.pid).select(
+            pw.right.name, pw.right.city, pw.right.state, aid=pw.left.aid)
 
         @udf
         def q3v(name: str, city: str, state: str, id_: int) -> str:
             return dumps({"name": name, "city": city, "state": state, "id": id_})
 
-        return joined.select(k=pw.apply_with_type(dumps, str, pw.this.id),
-                             v=q3v(pw.this.name, pw.this.city, pw.this.state, pw.this.id))
+        return joined.select(k=pw.apply_with_type(dumps, str, pw.this.aid),
+                             v=q3v(pw.this.name, pw.this.city, pw.this.state, pw.this.aid))
     if q == "q20":
         a, b = t[AUCTION], t[BID]
-        joined = b.join(a.filter(a.category == 10), pw.left.auction == pw.right.id).select(
+        joined = b.join(a.filter(a.category == 10), pw.left.auction == pw.right.aid).select(
             auction=pw.left.auction, bidder=pw.left.bidder, price=pw.left.price,
             channel=pw.left.channel, url=pw.left.url, bid_dateTime=pw.left.dateTime,
             bid_extra=pw.left.extra, itemName=pw.right.itemName,
@@ -212,18 +217,18 @@ def _query(pw: Any, q: str, t: dict[str, Any]) -> Any:
     if q in ("q4", "q9"):
         a, b = t[AUCTION], t[BID]
         # the SQL: bids BETWEEN A.dateTime AND A.expires, the highest price, then the earliest
-        joined = a.join(b, pw.left.id == pw.right.auction).select(
+        joined = a.join(b, pw.left.aid == pw.right.auction).select(
             *pw.left, bidder=pw.right.bidder, price=pw.right.price,
             bid_dateTime=pw.right.dateTime, bid_extra=pw.right.extra,
             rank=pw.make_tuple(pw.right.price, -pw.right.dateTime))
         joined = joined.filter((pw.this.bid_dateTime >= pw.this.dateTime)
                                & (pw.this.bid_dateTime <= pw.this.expires))
-        winners = joined.groupby(pw.this.id).reduce(
+        winners = joined.groupby(pw.this.aid).reduce(
             best=pw.reducers.argmax(pw.this.rank))
         winners = joined.ix(winners.best)
         if q == "q9":
             return _as_json(pw, winners.without(pw.this.rank).select(
-                *pw.this, auction=pw.this.id), "id")
+                *pw.this, auction=pw.this.aid), "aid")
         per_category = winners.groupby(pw.this.category).reduce(
             pw.this.category, total=pw.reducers.sum(pw.this.price),
             n=pw.reducers.count())
@@ -255,13 +260,17 @@ def _query(pw: Any, q: str, t: dict[str, Any]) -> Any:
     raise ValueError(q)
 
 
+RENAMED = {"aid": "id", "pid": "id"}
+
+
 def _as_json(pw: Any, table: Any, key: str | None) -> Any:
     """``k`` (the column ``key`` as JSON; empty when None) and ``v`` (the row as a JSON
     object)."""
     names = table.column_names()
+    fields = [RENAMED.get(n, n) for n in names]
 
     def value(*vals: Any) -> str:
-        return dumps(dict(zip(names, vals, strict=True)))
+        return dumps(dict(zip(fields, vals, strict=True)))
 
     return table.select(
         k=pw.apply_with_type(dumps, str, table[key]) if key else "",

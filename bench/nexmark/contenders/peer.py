@@ -117,3 +117,10 @@ class Progress:
 
     def done(self) -> bool:
         return all(self.seen[t] >= n for t, n in self.want.items())
+
+
+def linger(seconds: float = 120.0) -> None:
+    """After ``caught_up``: wait for the runner to stop the process. The runner samples the
+    process tree's CPU time when it sees ``caught_up``; a process that had exited by then
+    would take its CPU time with it."""
+    time.sleep(seconds)

@@ -4,8 +4,11 @@
 The application reads with a fresh consumer group from the earliest offset (the settings of
 ``bench/contenders/quix_app.py``: at-least-once, RocksDB state with changelog topics,
 ``session.timeout.ms=6000``, producer ``linger.ms=20``). A first ``update`` step counts the
-records consumed; when it has the runner's count, it stops the application, which finishes the
-record in hand and commits its checkpoint (flushing the producer): then ``caught_up``. Keys and
+records consumed, and for the queries that ``group_by`` (a repartition topic, read back by the
+same application) the records sent there and read back are counted too: once it has the
+runner's count and every repartitioned record came back, it stops the application, which
+finishes the record in hand and commits its checkpoint (flushing the producer): then
+``caught_up``. Keys and
 values are written as compact JSON bytes (``peer.encode``). Record timestamps are the Kafka
 timestamps, the events' ``dateTime``.
 
@@ -40,6 +43,7 @@ from bench.nexmark.contenders.peer import (
     PeerContender,
     Status,
     encode,
+    linger,
     log,
     parse_args,
 )
@@ -85,12 +89,31 @@ def main(argv: list[str] | None = None) -> int:
     out = app.topic(args.output, key_serializer="bytes", value_serializer=SecondAsJson(),
                     config=cfg)
     sdf = app.dataframe(inp)
-    left = [args.input_counts[BID]]
+    # [input records left, records sent to the repartition topic, records read back from it]
+    left = [args.input_counts[BID], 0, 0]
+
+    regrouped = args.query not in rows.STATELESS
 
     def count(_: Any) -> None:
         left[0] -= 1
-        if left[0] == 0:
+        if not regrouped:  # else the record's items are still on their way
+            stop_when_done()
+
+    def sent(_: Any) -> None:
+        left[1] += 1
+
+    def received(_: Any) -> None:
+        left[2] += 1
+        stop_when_done()
+
+    def stop_when_done() -> None:
+        if left[0] <= 0 and left[1] == left[2]:
             app.stop()
+
+    def regroup(sdf: Any, key: Any, name: str) -> Any:
+        """``group_by`` counting what goes through the repartition topic: the application
+        stops once every record sent there has come back and been processed."""
+        return sdf.update(sent).group_by(key, name=name).update(received)
 
     sdf = sdf.update(count)
     q = args.query
@@ -101,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                .count().current())
         sdf = sdf.apply(lambda w, key, ts, headers: [w["start"], w["end"], key, w["value"]],
                         metadata=True)
-        sdf = sdf.group_by(lambda w: f"{w[0]}", name="window")
+        sdf = regroup(sdf, lambda w: f"{w[0]}", "window")
 
         def hot(w: Any, state: Any) -> Any:
             counts = state.get("c") or {}
@@ -112,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         sdf = sdf.apply(hot, stateful=True)
     elif q == "q7":
         sdf = sdf.apply(rows.q7_candidates, expand=True)
-        sdf = sdf.group_by(lambda c: str(c[0]), name="window")
+        sdf = regroup(sdf, lambda c: str(c[0]), "window")
         sdf = sdf.apply(fold_step(rows.q7_fold), stateful=True).filter(
             lambda kv: kv is not None)
     else:
@@ -120,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                              rows.q17_fold),
                      "q18": (lambda b: f"{b['bidder']}/{b['auction']}", rows.q18_fold),
                      "q19": (lambda b: str(b["auction"]), rows.q19_fold)}[q]
-        sdf = sdf.group_by(key, name="key")
+        sdf = regroup(sdf, key, "key")
         sdf = sdf.apply(fold_step(fold), stateful=True).filter(lambda kv: kv is not None)
     # each step above ends with the output record (key, value): the key is taken from it,
     # the value serializer writes its second half
@@ -130,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     app.run()
     status.event("caught_up")
     log(f"quix {q}: caught up")
+    linger()
     return 0
 
 

@@ -44,6 +44,7 @@ from bench.nexmark.contenders.peer import (
     SIDE_INPUT,
     PeerContender,
     Status,
+    linger,
     log,
     parse_args,
 )
@@ -287,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     query.awaitTermination()
     status.event("caught_up", batches=batches[0])
     log(f"spark-sql {args.query}: caught up after {batches[0]} batches")
+    linger()
     spark.stop()
     return 0
 

@@ -1,0 +1,108 @@
+"""The peer contenders of the Nexmark bench: each says it supports exactly the queries it
+implements, its command runs its own module, and the record-level Python shared by the Python
+peers (``contenders/rows.py``) gives the reference's results. The engines themselves run only in
+``python -m bench.nexmark --contenders ...`` (their venvs are built on demand)."""
+
+from __future__ import annotations
+
+import importlib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from bench.nexmark import check
+from bench.nexmark.contenders import Run, contenders, rows
+from bench.nexmark.contenders.peer import PeerContender
+from bench.nexmark.generator import Generator
+from bench.nexmark.queries import ORDER
+from bench.nexmark.reference import EXPECTED, Events
+
+PEERS = [c for c in contenders().values() if isinstance(c, PeerContender)]
+EVENTS = 6000
+
+
+def run_of(query: str) -> Run:
+    return Run(query=query, output=f"nexmark-{query}-out", bootstrap="127.0.0.1:9092",
+               run_id=f"t-{query}", state_dir=Path("/state"), status=Path("/status.jsonl"),
+               events=10, rate=10_000, seed=42, grace_ms=60_000,
+               input_counts={"nexmark-bid": 9})
+
+
+@pytest.mark.parametrize("peer", PEERS, ids=lambda c: c.name)
+def test_a_peer_supports_the_queries_its_module_implements(peer: PeerContender,
+                                                           monkeypatch) -> None:
+    module = importlib.import_module(peer.module)
+    assert module.CONTENDER is peer
+    assert peer.queries == frozenset(module.QUERIES)
+    assert peer.queries <= set(ORDER), peer.queries - set(ORDER)
+    assert not peer.supports("q10")
+    monkeypatch.setattr(PeerContender, "python", lambda self: "/venv/bin/python")
+    for q in sorted(peer.queries):
+        cmd, env = peer.command(run_of(q))
+        assert cmd[:3] == ["/venv/bin/python", "-m", peer.module]
+        assert cmd[cmd.index("--query") + 1] == q
+        assert cmd[cmd.index("--input-counts") + 1] == '{"nexmark-bid":9}'
+        assert env["PYTHONPATH"]
+
+
+def test_every_spark_query_reads_views_it_defines() -> None:
+    from bench.nexmark.contenders import spark_sql
+
+    for q, (views, mode, sql) in spark_sql.QUERIES.items():
+        assert set(views) <= set(spark_sql.VIEWS), q
+        assert mode in ("append", "update", "complete"), q
+        assert " AS k" in sql and " AS v" in sql, q
+
+
+@pytest.fixture(scope="module")
+def source() -> Events:
+    gen = Generator(42)
+    return Events(generator=gen, count=EVENTS)
+
+
+def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
+    """What a Python peer writes for ``query``: the rows.py functions over the bids, keyed as
+    the engines key them."""
+    from bench.nexmark.contenders.peer import encode
+
+    out = []
+    if query in rows.STATELESS:
+        for b in source.each_bid():
+            kv = rows.STATELESS[query](b)
+            if kv is not None:
+                out.append(kv)
+    elif query == "q7":
+        state: dict = {}
+        for b in source.each_bid():
+            for cand in rows.q7_candidates(b):
+                state[cand[0]], kv = rows.q7_fold(state.get(cand[0]), cand)
+                if kv is not None:
+                    out.append(kv)
+    elif query == "q5":
+        counts: dict = defaultdict(lambda: defaultdict(int))
+        for b in source.each_bid():
+            ts = b["dateTime"]
+            last = ts - ts % rows.Q5_ADVANCE_MS
+            for start in range(last - rows.Q5_SIZE_MS + rows.Q5_ADVANCE_MS, last + 1,
+                               rows.Q5_ADVANCE_MS):
+                counts[start][b["auction"]] += 1
+                out.append(([start, start + rows.Q5_SIZE_MS], rows.hottest(counts[start])))
+    else:
+        fold, key = {"q17": (rows.q17_fold, lambda b: (b["auction"], b["dateTime"] // 86_400_000)),
+                     "q18": (rows.q18_fold, lambda b: (b["bidder"], b["auction"])),
+                     "q19": (rows.q19_fold, lambda b: b["auction"])}[query]
+        states: dict = {}
+        for b in source.each_bid():
+            states[key(b)], kv = fold(states.get(key(b)), b)
+            if kv is not None:
+                out.append(kv)
+    return [(encode(k), encode(v)) for k, v in out]
+
+
+@pytest.mark.parametrize("query", [*rows.STATELESS, "q5", "q7", "q17", "q18", "q19"])
+def test_the_python_peers_record_logic_gives_the_reference(query: str, source: Events) -> None:
+    from bench.nexmark.queries import QUERIES
+
+    expected = list(EXPECTED[query](source))
+    assert expected
+    assert check.verdict(QUERIES[query].kind, expected, records(query, source)) is None

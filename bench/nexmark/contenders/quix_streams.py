@@ -16,8 +16,8 @@ Queries:
 
 * q0, q1, q2, q14, q21, q22: ``apply`` of the SQL's expressions (``rows.py``) and ``filter``.
 * q5: ``hopping_window(10 s, 2 s).count().current()`` per auction (the message key), then
-  ``group_by`` the window and a stateful step keeping each window's counts per auction and
-  emitting its hottest auctions.
+  ``group_by`` the window and a stateful step keeping each window's highest count and the
+  auctions that have it (counts only grow), emitting them when they change.
 * q7: each bid to its window (and the window before when it is at its end), ``group_by`` the
   window start, a stateful step keeping the highest-priced bids (``rows.q7_fold``).
 * q17, q18, q19: ``group_by`` the SQL's ``GROUP BY``/``PARTITION BY`` key and a stateful step
@@ -33,6 +33,8 @@ last sessions never do in a bounded run (``final()``).
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from typing import Any
 
 from bench.nexmark.contenders import rows
@@ -127,12 +129,22 @@ def main(argv: list[str] | None = None) -> int:
         sdf = regroup(sdf, lambda w: f"{w[0]}", "window")
 
         def hot(w: Any, state: Any) -> Any:
-            counts = state.get("c") or {}
-            counts[str(w[2])] = w[3]
-            state.set("c", counts)
-            return [w[0], w[1]], rows.hottest({int(a): n for a, n in counts.items()})
+            # an auction's count in a window only grows, one step at a time, in order (one
+            # input partition): the window's state is its highest count and the auctions
+            # that have it
+            auction, n = w[2], w[3]
+            top_n, top = state.get("max", 0), state.get("top", [])
+            if n > top_n:
+                top_n, top = n, [auction]
+            elif n == top_n:
+                top = [*top, auction]
+            else:
+                return None
+            state.set("max", top_n)
+            state.set("top", top)
+            return [w[0], w[1]], sorted([a, top_n] for a in top)
 
-        sdf = sdf.apply(hot, stateful=True)
+        sdf = sdf.apply(hot, stateful=True).filter(lambda kv: kv is not None)
     elif q == "q7":
         sdf = sdf.apply(rows.q7_candidates, expand=True)
         sdf = regroup(sdf, lambda c: str(c[0]), "window")
@@ -148,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     # each step above ends with the output record (key, value): the key is taken from it,
     # the value serializer writes its second half
     sdf.to_topic(out, key=lambda kv: encode(kv[0]))
+    def report() -> None:
+        while True:
+            time.sleep(10)
+            log(f"quix {q}: {left[0]:,} input records to go, {left[1]:,} repartitioned, "
+                f"{left[2]:,} read back")
+
+    threading.Thread(target=report, daemon=True).start()
     status.event("started")
     log(f"quix {q}: running")
     app.run()

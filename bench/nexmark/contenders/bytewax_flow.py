@@ -11,22 +11,23 @@ One worker (``--config workers=N``): two cores are shared with the broker and th
 Queries:
 
 * q0, q1, q2, q14, q21, q22: ``filter_map`` of the SQL's expressions (``rows.py``).
-* q7, q17, q18, q19: ``stateful_map`` per key (the window start, ``(auction, day)``,
-  ``(bidder, auction)``, the auction): the SQL's aggregate or ``ROW_NUMBER`` as a fold, emitting
-  the key's new row on every bid (the ``table`` output: the last value per key).
+* q5, q7, q17, q18, q19: ``stateful_map`` per key (``(window, auction)`` then the window for
+  q5's two aggregations, the window start, ``(auction, day)``, ``(bidder, auction)``, the
+  auction): the SQL's aggregate or ``ROW_NUMBER`` as a fold, emitting the key's new row on
+  every bid (the ``table`` output: the last value per key). Windows are computed from
+  ``dateTime`` (event time); Bytewax's own window operators emit a window only when it closes,
+  its start in a separate metadata stream.
+* q3, q20: the two topics merged, keyed by the join key, a ``stateful_map`` holding the one
+  side's row and the other side's rows that came before it (``rows.q3_join``, ``q20_join``).
+  Bytewax's ``join`` operator keeps only the latest value per side and key, which loses rows
+  of an inner join with many rows per key (a seller's auctions, an auction's bids).
 
 Not expressed here:
 
-* q3, q8, q20 (stream joins): Bytewax's ``join`` keeps one value per side and key (the
-  latest), so an inner join of streams with many rows per key (a seller's auctions, an
-  auction's bids) that come before their match loses rows; it needs a hand-written stateful
-  join.
 * q4, q6, q9 (winning bids): aggregates over an updating join, which need retractions; Bytewax
   has no changelog semantics.
-* q5 and q11: Bytewax's window operators emit a window's value when it closes, with its
-  start in a separate metadata stream joined by window id; not written in the time of this
-  contender (q5 also needs a second aggregation per window over the first's results).
-* q13: no side-input table read (it would be a second input and a join).
+* q8, q11, q13: not written in the time of this contender (q8 a windowed join as q3's,
+  q11 session windows with merges, q13 a join with the side-input topic).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from typing import Any
 
 from bench.nexmark.contenders import rows
 from bench.nexmark.contenders.peer import (
+    AUCTION,
     BID,
+    PERSON,
     PeerContender,
     Status,
     encode,
@@ -48,8 +51,16 @@ from bench.nexmark.contenders.peer import (
     parse_args,
 )
 
-STATEFUL = {"q7", "q17", "q18", "q19"}
-QUERIES = frozenset(rows.STATELESS) | STATEFUL
+STATEFUL = {"q5", "q7", "q17", "q18", "q19"}
+KIND = {AUCTION: "auction", PERSON: "person", BID: "bid"}
+#: join query -> (fold, (topic, its join key, its WHERE), (topic, its join key, its WHERE))
+JOINS: dict[str, tuple[Any, tuple[str, Any, Any], tuple[str, Any, Any]]] = {
+    "q3": (rows.q3_join, (AUCTION, lambda a: a["seller"], lambda a: a["category"] == 10),
+           (PERSON, lambda p: p["id"], lambda p: p["state"] in ("OR", "ID", "CA"))),
+    "q20": (rows.q20_join, (AUCTION, lambda a: a["id"], None),
+            (BID, lambda b: b["auction"], None)),
+}
+QUERIES = frozenset(rows.STATELESS) | STATEFUL | set(JOINS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,10 +113,34 @@ def main(argv: list[str] | None = None) -> int:
             raise StopIteration
 
     flow = Dataflow(f"nexmark-{args.query}")
-    bids = op.input("bids", flow, TopicSource(BID))
     q = args.query
+    if q in JOINS:
+        join, (left, left_key, left_where), (right, right_key, right_where) = JOINS[q]
+        sides = []
+        for topic, where in ((left, left_where), (right, right_where)):
+            side = op.input(topic, flow, TopicSource(topic))
+            if where is not None:
+                side = op.filter(f"where-{topic}", side, where)
+            sides.append(op.map(f"tag-{topic}", side, lambda r, t=topic: (t, r)))
+        tagged = op.merge("tagged", *sides)
+        keys = {left: left_key, right: right_key}
+        keyed = op.key_on("key", tagged, lambda item: str(keys[item[0]](item[1])))
+        joined = op.stateful_map("join", keyed, lambda s, item: join(s, (KIND[item[0]],
+                                                                        item[1])))
+        out = op.flat_map("rows", joined, lambda kv: kv[1])
+        _output(op, kop, KafkaSinkMessage, out, bootstrap, args.output)
+        return _run(cli_main, flow, status, args)
+    bids = op.input("bids", flow, TopicSource(BID))
     if q in rows.STATELESS:
         out = op.filter_map("query", bids, rows.STATELESS[q])
+    elif q == "q5":
+        windows = op.flat_map("windows", bids, rows.q5_windows)
+        counts = op.stateful_map("count", op.key_on("by_window_auction", windows,
+                                                    lambda wa: f"{wa[0]}/{wa[1]}"), rows.q5_count)
+        by_window = op.key_on("by_window", op.map("unkey", counts, lambda kv: kv[1]),
+                              lambda c: str(c[0]))
+        out = op.filter_map("changed", op.stateful_map("hot", by_window, rows.q5_hot),
+                            lambda kv: kv[1])
     elif q == "q7":
         cands = op.flat_map("windows", bids, rows.q7_candidates)
         keyed = op.key_on("by_window", cands, lambda c: str(c[0]))
@@ -119,10 +154,18 @@ def main(argv: list[str] | None = None) -> int:
         keyed = op.key_on("key", bids, key)
         folded = op.stateful_map("fold", keyed, fold)
         out = op.filter_map("changed", folded, lambda kv: kv[1])
-    msgs = op.map("encode", out, lambda kv: KafkaSinkMessage(encode(kv[0]), encode(kv[1])))
-    kop.output("out", msgs, brokers=[bootstrap], topic=args.output,
+    _output(op, kop, KafkaSinkMessage, out, bootstrap, args.output)
+    return _run(cli_main, flow, status, args)
+
+
+def _output(op: Any, kop: Any, message: Any, out: Any, bootstrap: str, topic: str) -> None:
+    """The stream of ``(key, value)`` records into the output topic, as JSON."""
+    msgs = op.map("encode", out, lambda kv: message(encode(kv[0]), encode(kv[1])))
+    kop.output("out", msgs, brokers=[bootstrap], topic=topic,
                add_config={"partitioner": "murmur2_random", "linger.ms": "20"})
 
+
+def _run(cli_main: Any, flow: Any, status: Status, args: Any) -> int:
     def interrupt(*_: Any) -> None:
         raise KeyboardInterrupt
 
@@ -130,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     status.event("started")
     cli_main(flow, workers_per_process=int(args.settings.get("workers", "1")))
     status.event("caught_up")
-    log(f"bytewax {q}: caught up")
+    log(f"bytewax {args.query}: caught up")
     linger()
     return 0
 

@@ -195,3 +195,78 @@ def q7_fold(state: dict[str, Any] | None, cand: tuple[int, str, dict[str, Any]]
     best = q7_add(state, slot, row)
     value = q7_value(best)
     return best, None if value is None else ([start, start + Q7_SIZE_MS], value)
+
+
+def q5_windows(bid: Row) -> list[tuple[int, int]]:
+    """``(window_start, auction)`` for each 10-second window, every 2 seconds, that holds the
+    bid (the SQL's ``HOP``)."""
+    ts = bid["dateTime"]
+    last = ts - ts % Q5_ADVANCE_MS
+    return [(start, bid["auction"])
+            for start in range(last - Q5_SIZE_MS + Q5_ADVANCE_MS, last + 1, Q5_ADVANCE_MS)]
+
+
+def q5_count(state: int | None, window_auction: tuple[int, int]
+             ) -> tuple[int, tuple[int, int, int]]:
+    """``count(*) ... GROUP BY auction, window``: ``(window_start, auction, num)``."""
+    n = (state or 0) + 1
+    return n, (window_auction[0], window_auction[1], n)
+
+
+def q5_hot(state: tuple[int, list[int]] | None, count: tuple[int, int, int]) -> tuple[Any, Any]:
+    """A window's highest count and the auctions that have it: an auction's count only grows,
+    by one, so the ``max`` and the join back (``num >= maxn``) are this running state."""
+    start, auction, n = count
+    top_n, top = state or (0, [])
+    if n > top_n:
+        top_n, top = n, [auction]
+    elif n == top_n:
+        top = [*top, auction]
+    else:
+        return (top_n, top), None
+    return (top_n, top), ([start, start + Q5_SIZE_MS], sorted([a, top_n] for a in top))
+
+
+AUCTION_FIELDS = ("itemName", "description", "initialBid", "reserve", "expires", "seller",
+                  "category")
+
+
+def q20_join(state: Row | None, item: tuple[str, Row]) -> tuple[Row, list[tuple[int, Row]]]:
+    """``bid INNER JOIN auction ON B.auction = A.id WHERE A.category = 10``, keyed by the
+    auction: its state is the auction (once seen) and the bids that came before it."""
+    kind, row = item
+    state = state or {"auction": None, "bids": []}
+    if kind == "auction":
+        bids, state = state["bids"], {"auction": row, "bids": []}
+    elif state["auction"] is None:
+        return {"auction": None, "bids": [*state["bids"], row]}, []
+    else:
+        bids = [row]
+    a = state["auction"]
+    if a["category"] != 10:
+        return state, []
+    out = []
+    for b in bids:
+        joined = {f: b[f] for f in ("auction", "bidder", "price", "channel", "url")}
+        joined.update(bid_dateTime=b["dateTime"], bid_extra=b["extra"])
+        joined.update({f: a[f] for f in AUCTION_FIELDS})
+        joined.update(auction_dateTime=a["dateTime"], auction_extra=a["extra"])
+        out.append((b["auction"], joined))
+    return state, out
+
+
+def q3_join(state: Row | None, item: tuple[str, Row]) -> tuple[Row, list[tuple[int, Row]]]:
+    """``auction A INNER JOIN person P ON A.seller = P.id`` over the auctions of category 10
+    and the persons of OR, ID and CA, keyed by the person: its state is the person (once seen)
+    and the auctions that came before."""
+    kind, row = item
+    state = state or {"person": None, "auctions": []}
+    if kind == "person":
+        auctions, state = state["auctions"], {"person": row, "auctions": []}
+    elif state["person"] is None:
+        return {"person": None, "auctions": [*state["auctions"], row]}, []
+    else:
+        auctions = [row]
+    p = state["person"]
+    return state, [(a["id"], {"name": p["name"], "city": p["city"], "state": p["state"],
+                              "id": a["id"]}) for a in auctions]

@@ -22,8 +22,10 @@ q17 and q18 (``groupby().reduce()``), and the windowed q5, q7 and q8 written as 
 relational plan: each record ``flatten``-ed into the windows that hold it (a window is its
 start, a column), ``groupby`` window, ``join`` of the window's aggregate with its rows.
 
-Not expressed: q11 (session windows: not written here; Pathway's ``windowby`` with
-``session`` would be the way), q19 (its top 10 per auction needs an ordered, bounded reducer;
+q11 is ``windowby`` with ``session(max_gap=10 s)`` per bidder (a merge of sessions retracts
+the old ones: the writer deletes their keys).
+
+Not expressed: q19 (its top 10 per auction needs an ordered, bounded reducer;
 a ``tuple`` of all bids per auction re-sorted on every change is not the SQL's cost), q6 (the
 last 10 winning prices per seller, an ordered window over an updating table).
 """
@@ -52,7 +54,7 @@ from bench.nexmark.contenders.peer import (
 )
 
 APPEND = {"q0", "q1", "q2", "q3", "q13", "q14", "q20", "q21", "q22"}
-TABLE = {"q4", "q5", "q7", "q8", "q9", "q17", "q18"}
+TABLE = {"q4", "q5", "q7", "q8", "q9", "q11", "q17", "q18"}
 QUERIES = frozenset(APPEND | TABLE)
 INPUTS = {"q3": (AUCTION, PERSON), "q4": (AUCTION, BID), "q8": (PERSON, AUCTION),
           "q9": (AUCTION, BID), "q13": (BID, SIDE_INPUT), "q20": (AUCTION, BID)}
@@ -306,6 +308,21 @@ def _query(pw: Any, q: str, t: dict[str, Any]) -> Any:
             k=pw.apply_with_type(lambda i, s: dumps([i, s]), str, pw.this.pid, pw.this.start),
             v=pw.apply_with_type(lambda i, n, s: dumps({"id": i, "name": n, "starttime": s}),
                                  str, pw.this.pid, pw.this.name, pw.this.start))
+    if q == "q11":
+        # Pathway's session: adjacent records less than max_gap apart, as Flink's SESSION;
+        # the window's start and end are its first and last record's times
+        sessions = t[BID].windowby(
+            pw.this.dateTime, window=pw.temporal.session(max_gap=rows.Q11_GAP_MS),
+            instance=pw.this.bidder,
+        ).reduce(bidder=pw.this._pw_instance, start=pw.this._pw_window_start,
+                 last=pw.this._pw_window_end, n=pw.reducers.count())
+        return sessions.select(
+            k=pw.apply_with_type(lambda b, s: dumps([b, s]), str, pw.this.bidder,
+                                 pw.this.start),
+            v=pw.apply_with_type(
+                lambda b, n, s, e: dumps({"bidder": b, "bid_count": n, "starttime": s,
+                                          "endtime": e + rows.Q11_GAP_MS}),
+                str, pw.this.bidder, pw.this.n, pw.this.start, pw.this.last))
     if q == "q13":
         side = t[SIDE_INPUT].select(
             key=pw.apply_with_type(lambda k: json.loads(k), int, pw.this.key),

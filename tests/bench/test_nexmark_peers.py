@@ -86,11 +86,15 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
                 hot[wa[0]], kv = rows.q5_hot(hot.get(wa[0]), c)
                 if kv is not None:
                     out.append(kv)
-    elif query in ("q3", "q20"):
+    elif query in ("q3", "q8", "q20"):
         # both topics in event-time order: some bids and auctions come before what they name
         fold, left, right = {
             "q3": (rows.q3_join, ("auction", lambda a: a["seller"], lambda a: a["category"] == 10),
                    ("person", lambda p: p["id"], lambda p: p["state"] in ("OR", "ID", "CA"))),
+            "q8": (rows.q8_join, ("person", lambda p: (p["id"], p["dateTime"] // 10_000),
+                                  lambda p: True),
+                   ("auction", lambda a: (a["seller"], a["dateTime"] // 10_000),
+                    lambda a: True)),
             "q20": (rows.q20_join, ("auction", lambda a: a["id"], lambda a: True),
                     ("bid", lambda b: b["auction"], lambda b: True))}[query]
         items = [(r["dateTime"], kind, r) for kind, key, where in (left, right)
@@ -113,8 +117,8 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
     return [(encode(k), encode(v)) for k, v in out]
 
 
-@pytest.mark.parametrize("query", [*rows.STATELESS, "q3", "q5", "q7", "q17", "q18", "q19",
-                                   "q20"])
+@pytest.mark.parametrize("query", [*rows.STATELESS, "q3", "q5", "q7", "q8", "q17", "q18",
+                                   "q19", "q20"])
 def test_the_python_peers_record_logic_gives_the_reference(query: str, source: Events) -> None:
     from bench.nexmark.queries import QUERIES
 

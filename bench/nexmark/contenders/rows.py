@@ -270,3 +270,36 @@ def q3_join(state: Row | None, item: tuple[str, Row]) -> tuple[Row, list[tuple[i
     p = state["person"]
     return state, [(a["id"], {"name": p["name"], "city": p["city"], "state": p["state"],
                               "id": a["id"]}) for a in auctions]
+
+
+def q8_join(state: Row | None, item: tuple[str, Row]) -> tuple[Row, list[tuple[Any, Row]]]:
+    """q8's join of the persons and the sellers of the same 10-second tumbling window, keyed by
+    ``(id, window_start)``: one output row per person and window, however many auctions."""
+    kind, row = item
+    state = dict(state or {"person": None, "auction": False, "done": False})
+    if kind == "person":
+        state["person"] = row
+    else:
+        state["auction"] = True
+    p = state["person"]
+    if p is None or not state["auction"] or state["done"]:
+        return state, []
+    state["done"] = True
+    start = p["dateTime"] - p["dateTime"] % Q7_SIZE_MS
+    return state, [([p["id"], start], {"id": p["id"], "name": p["name"], "starttime": start})]
+
+
+def q13_join(state: Row | None, item: tuple[str, Any]) -> tuple[Row, list[tuple[int, Row]]]:
+    """``bid JOIN side_input ON mod(auction, 10000) = key``, keyed by that number: the state
+    is the side input's value (once seen) and the bids that came before it."""
+    kind, row = item
+    state = state or {"value": None, "bids": []}
+    if kind == "side":
+        bids, state = state["bids"], {"value": row[1], "bids": []}
+    elif state["value"] is None:
+        return {"value": None, "bids": [*state["bids"], row]}, []
+    else:
+        bids = [row]
+    return state, [(b["auction"], {"auction": b["auction"], "bidder": b["bidder"],
+                                   "price": b["price"], "dateTime": b["dateTime"],
+                                   "value": state["value"]}) for b in bids]

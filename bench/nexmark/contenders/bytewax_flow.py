@@ -11,7 +11,7 @@ One worker (``--config workers=N``): two cores are shared with the broker and th
 Queries:
 
 * q0, q1, q2, q14, q21, q22: ``filter_map`` of the SQL's expressions (``rows.py``).
-* q5, q7, q17, q18, q19: ``stateful_map`` per key (``(window, auction)`` then the window for
+* q5, q7, q11, q17, q18, q19: ``stateful_map`` per key (``(window, auction)`` then the window for
   q5's two aggregations, the window start, ``(auction, day)``, ``(bidder, auction)``, the
   auction): the SQL's aggregate or ``ROW_NUMBER`` as a fold, emitting the key's new row on
   every bid (the ``table`` output: the last value per key). Windows are computed from
@@ -27,8 +27,9 @@ Not expressed here:
 
 * q4, q6, q9 (winning bids): aggregates over an updating join, which need retractions; Bytewax
   has no changelog semantics.
-* q11: session windows with merges (a bid between two sessions of a bidder joins them,
-  deleting one): not written in the time of this contender.
+* (q11 is written as a fold too: ``rows.q11_fold`` keeps a bidder's sessions and merges
+  those a bid bridges, deleting the merged-away keys. Bytewax's ``SessionWindower`` emits a
+  session only when it closes, its start in the metadata stream.)
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from bench.nexmark.contenders.peer import (
     parse_args,
 )
 
-STATEFUL = {"q5", "q7", "q17", "q18", "q19"}
+STATEFUL = {"q5", "q7", "q11", "q17", "q18", "q19"}
 KIND = {AUCTION: "auction", PERSON: "person", BID: "bid", SIDE_INPUT: "side"}
 #: join query -> (fold, (topic, its join key, its WHERE), (topic, its join key, its WHERE))
 JOINS: dict[str, tuple[Any, tuple[str, Any, Any], tuple[str, Any, Any]]] = {
@@ -149,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
                               lambda c: str(c[0]))
         out = op.filter_map("changed", op.stateful_map("hot", by_window, rows.q5_hot),
                             lambda kv: kv[1])
+    elif q == "q11":
+        keyed = op.key_on("by_bidder", bids, lambda b: str(b["bidder"]))
+        out = op.flat_map("changes", op.stateful_map("sessions", keyed, rows.q11_fold),
+                          lambda kv: kv[1])
     elif q == "q7":
         cands = op.flat_map("windows", bids, rows.q7_candidates)
         keyed = op.key_on("by_window", cands, lambda c: str(c[0]))
@@ -168,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _output(op: Any, kop: Any, message: Any, out: Any, bootstrap: str, topic: str) -> None:
     """The stream of ``(key, value)`` records into the output topic, as JSON."""
-    msgs = op.map("encode", out, lambda kv: message(encode(kv[0]), encode(kv[1])))
+    msgs = op.map("encode", out, lambda kv: message(
+        encode(kv[0]), None if kv[1] is None else encode(kv[1])))
     kop.output("out", msgs, brokers=[bootstrap], topic=topic,
                add_config={"partitioner": "murmur2_random", "linger.ms": "20"})
 

@@ -303,3 +303,21 @@ def q13_join(state: Row | None, item: tuple[str, Any]) -> tuple[Row, list[tuple[
     return state, [(b["auction"], {"auction": b["auction"], "bidder": b["bidder"],
                                    "price": b["price"], "dateTime": b["dateTime"],
                                    "value": state["value"]}) for b in bids]
+
+
+def q11_fold(state: list[list[int]] | None, bid: Row) -> tuple[list[list[int]], list[Any]]:
+    """A bidder's sessions ``[start, last, count]``: records less than 10 s apart are one
+    session (Flink's ``SESSION``). A bid joins every session it is less than the gap from
+    (in any order of arrival), merging them; the merged-away sessions' keys are deleted
+    (``None`` values). Output ``[bidder, start] -> {bidder, bid_count, starttime, endtime}``."""
+    ts, bidder = bid["dateTime"], bid["bidder"]
+    sessions = state or []
+    near = [s for s in sessions if s[0] - Q11_GAP_MS < ts < s[1] + Q11_GAP_MS]
+    rest = [s for s in sessions if not s[0] - Q11_GAP_MS < ts < s[1] + Q11_GAP_MS]
+    merged = [min([ts] + [s[0] for s in near]), max([ts] + [s[1] for s in near]),
+              1 + sum(s[2] for s in near)]
+    out: list[Any] = [([bidder, s[0]], None) for s in near if s[0] != merged[0]]
+    out.append(([bidder, merged[0]], {"bidder": bidder, "bid_count": merged[2],
+                                      "starttime": merged[0],
+                                      "endtime": merged[1] + Q11_GAP_MS}))
+    return [*rest, merged], out

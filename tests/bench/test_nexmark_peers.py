@@ -93,7 +93,7 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
         for b in bids:
             sessions[b["bidder"]], kvs = rows.q11_fold(sessions.get(b["bidder"]), b)
             out.extend(kvs)
-    elif query in ("q3", "q8", "q20"):
+    elif query in ("q3", "q8", "q9", "q20"):
         # both topics in event-time order: some bids and auctions come before what they name
         fold, left, right = {
             "q3": (rows.q3_join, ("auction", lambda a: a["seller"], lambda a: a["category"] == 10),
@@ -102,6 +102,8 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
                                   lambda p: True),
                    ("auction", lambda a: (a["seller"], a["dateTime"] // 10_000),
                     lambda a: True)),
+            "q9": (rows.q9_join, ("auction", lambda a: a["id"], lambda a: True),
+                   ("bid", lambda b: b["auction"], lambda b: True)),
             "q20": (rows.q20_join, ("auction", lambda a: a["id"], lambda a: True),
                     ("bid", lambda b: b["auction"], lambda b: True))}[query]
         items = [(r["dateTime"], kind, r) for kind, key, where in (left, right)
@@ -124,8 +126,8 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
     return [(encode(k), None if v is None else encode(v)) for k, v in out]
 
 
-@pytest.mark.parametrize("query", [*rows.STATELESS, "q3", "q5", "q7", "q8", "q11", "q17",
-                                   "q18", "q19", "q20"])
+@pytest.mark.parametrize("query", [*rows.STATELESS, "q3", "q5", "q7", "q8", "q9", "q11",
+                                   "q17", "q18", "q19", "q20"])
 def test_the_python_peers_record_logic_gives_the_reference(query: str, source: Events) -> None:
     from bench.nexmark.queries import QUERIES
 

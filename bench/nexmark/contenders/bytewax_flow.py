@@ -17,16 +17,19 @@ Queries:
   every bid (the ``table`` output: the last value per key). Windows are computed from
   ``dateTime`` (event time); Bytewax's own window operators emit a window only when it closes,
   its start in a separate metadata stream.
-* q3, q8, q13, q20: the two topics merged, keyed by the join key, a ``stateful_map`` holding
+* q3, q8, q9, q13, q20: the two topics merged, keyed by the join key, a ``stateful_map`` holding
   the one side's row and the other side's rows that came before it (``rows.q3_join``, ...;
-  q8's key is the person and the 10-second window, q13's the side input's key).
+  q8's key is the person and the 10-second window, q13's the side input's key; q9's state
+  also keeps the auction's best bid: the join's rows only come, so its top row only improves,
+  no retraction needed).
   Bytewax's ``join`` operator keeps only the latest value per side and key, which loses rows
   of an inner join with many rows per key (a seller's auctions, an auction's bids).
 
 Not expressed here:
 
-* q4, q6, q9 (winning bids): aggregates over an updating join, which need retractions; Bytewax
-  has no changelog semantics.
+* q4, q6 (aggregates over the winning bids, an updating table): a category's average must
+  subtract an auction's old winning price when a better bid comes, a retraction; Bytewax has
+  no changelog semantics (it could be hand-written, as Quix's W2 of the word-count bench is).
 * (q11 is written as a fold too: ``rows.q11_fold`` keeps a bidder's sessions and merges
   those a bid bridges, deleting the merged-away keys. Bytewax's ``SessionWindower`` emits a
   session only when it closes, its start in the metadata stream.)
@@ -62,6 +65,8 @@ JOINS: dict[str, tuple[Any, tuple[str, Any, Any], tuple[str, Any, Any]]] = {
            (PERSON, lambda p: p["id"], lambda p: p["state"] in ("OR", "ID", "CA"))),
     "q20": (rows.q20_join, (AUCTION, lambda a: a["id"], None),
             (BID, lambda b: b["auction"], None)),
+    "q9": (rows.q9_join, (AUCTION, lambda a: a["id"], None),
+           (BID, lambda b: b["auction"], None)),
     "q8": (rows.q8_join, (PERSON, lambda p: (p["id"], p["dateTime"] // 10_000), None),
            (AUCTION, lambda a: (a["seller"], a["dateTime"] // 10_000), None)),
     "q13": (rows.q13_join, (SIDE_INPUT, lambda kv: kv[0], None),

@@ -321,3 +321,33 @@ def q11_fold(state: list[list[int]] | None, bid: Row) -> tuple[list[list[int]], 
                                       "starttime": merged[0],
                                       "endtime": merged[1] + Q11_GAP_MS}))
     return [*rest, merged], out
+
+
+def q9_join(state: Row | None, item: tuple[str, Row]) -> tuple[Row, list[tuple[int, Row]]]:
+    """q9's winning bid per auction: ``ROW_NUMBER() OVER (PARTITION BY A.id ORDER BY B.price
+    DESC, B.dateTime ASC) <= 1`` over ``auction JOIN bid`` with ``B.dateTime BETWEEN
+    A.dateTime AND A.expires``, keyed by the auction. The join's rows only come, never go, so
+    the top row only improves: the state is the auction, its best bid, and the bids that came
+    before the auction."""
+    kind, row = item
+    state = dict(state or {"auction": None, "best": None, "bids": []})
+    if kind == "auction":
+        state["auction"], bids, state["bids"] = row, state["bids"], []
+    elif state["auction"] is None:
+        state["bids"] = [*state["bids"], row]
+        return state, []
+    else:
+        bids = [row]
+    a, best, changed = state["auction"], state["best"], False
+    for b in bids:
+        if not a["dateTime"] <= b["dateTime"] <= a["expires"]:
+            continue
+        if best is None or (b["price"], -b["dateTime"]) > (best["price"], -best["dateTime"]):
+            best, changed = b, True
+    if not changed:
+        return state, []
+    state["best"] = best
+    out = dict(a)
+    out.update(auction=best["auction"], bidder=best["bidder"], price=best["price"],
+               bid_dateTime=best["dateTime"], bid_extra=best["extra"])
+    return state, [(a["id"], out)]

@@ -30,6 +30,8 @@ Not expressed here:
 * q4, q6 (aggregates over the winning bids, an updating table): a category's average must
   subtract an auction's old winning price when a better bid comes, a retraction; Bytewax has
   no changelog semantics (it could be hand-written, as Quix's W2 of the word-count bench is).
+* q15, q16 (distinct counts per day, per channel and day): not written in the time of this
+  contender (a fold keeping the sets of bidders and auctions per key would do).
 * (q11 is written as a fold too: ``rows.q11_fold`` keeps a bidder's sessions and merges
   those a bid bridges, deleting the merged-away keys. Bytewax's ``SessionWindower`` emits a
   session only when it closes, its start in the metadata stream.)

@@ -70,6 +70,22 @@ AUCTION_COLUMNS = ("A.id, A.itemName, A.description, A.initialBid, A.reserve, A.
                    "A.expires, A.seller, A.category, A.extra")
 HOP = "TABLE(HOP(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND))"
 
+#: q15's and q16's aggregates
+DISTINCT_COUNTS = """
+     count(*) AS total_bids,
+     count(*) filter (where price < 10000) AS rank1_bids,
+     count(*) filter (where price >= 10000 and price < 1000000) AS rank2_bids,
+     count(*) filter (where price >= 1000000) AS rank3_bids,
+     count(distinct bidder) AS total_bidders,
+     count(distinct bidder) filter (where price < 10000) AS rank1_bidders,
+     count(distinct bidder) filter (where price >= 10000 and price < 1000000) AS rank2_bidders,
+     count(distinct bidder) filter (where price >= 1000000) AS rank3_bidders,
+     count(distinct auction) AS total_auctions,
+     count(distinct auction) filter (where price < 10000) AS rank1_auctions,
+     count(distinct auction) filter (where price >= 10000 and price < 1000000)
+       AS rank2_auctions,
+     count(distinct auction) filter (where price >= 1000000) AS rank3_auctions"""
+
 #: query -> (input topics, output kind, SQL)
 QUERIES: dict[str, tuple[tuple[str, ...], str, str]] = {
     "q0": ((BID,), "append", "SELECT auction, bidder, price, `dateTime`, extra FROM bid"),
@@ -164,6 +180,15 @@ QUERIES: dict[str, tuple[tuple[str, ...], str, str]] = {
             CHAR_LENGTH(extra) - CHAR_LENGTH(REPLACE(extra, 'c', '')) AS c_counts
         FROM bid
         WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000"""),
+    "q15": ((BID,), "table", f"""
+        SELECT DATE_FORMAT(CAST(ts AS TIMESTAMP(3)), 'yyyy-MM-dd') as `day`, {DISTINCT_COUNTS}
+        FROM bid
+        GROUP BY DATE_FORMAT(CAST(ts AS TIMESTAMP(3)), 'yyyy-MM-dd')"""),
+    "q16": ((BID,), "table", f"""
+        SELECT channel, DATE_FORMAT(CAST(ts AS TIMESTAMP(3)), 'yyyy-MM-dd') as `day`,
+            max(DATE_FORMAT(CAST(ts AS TIMESTAMP(3)), 'HH:mm')) as `minute`, {DISTINCT_COUNTS}
+        FROM bid
+        GROUP BY channel, DATE_FORMAT(CAST(ts AS TIMESTAMP(3)), 'yyyy-MM-dd')"""),
     "q17": ((BID,), "table", """
         SELECT auction, DATE_FORMAT(CAST(ts AS TIMESTAMP(3)), 'yyyy-MM-dd') as `day`,
              count(*) AS total_bids,
@@ -244,6 +269,10 @@ def _key(q: str, r: dict[str, Any]) -> Any:
         return [r["id"], r["starttime"]]
     if q == "q11":
         return [r["bidder"], r["starttime"]]
+    if q == "q15":
+        return r["day"]
+    if q == "q16":
+        return [r["channel"], r["day"]]
     if q == "q17":
         return [r["auction"], r["day"]]
     if q == "q18":

@@ -28,6 +28,8 @@ Not expressible in Structured Streaming:
   run no later event moves the watermark past the last windows, so their rows never come.
 * q19 (top 10 per auction): ``ROW_NUMBER`` over a non-time partition is not supported on a
   streaming DataFrame.
+* q15, q16 (bidding statistics): ``count(distinct ...)`` is not supported on a streaming
+  DataFrame.
 """
 
 from __future__ import annotations

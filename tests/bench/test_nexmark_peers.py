@@ -86,6 +86,13 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
                 hot[wa[0]], kv = rows.q5_hot(hot.get(wa[0]), c)
                 if kv is not None:
                     out.append(kv)
+    elif query in ("q15", "q16"):
+        reports: dict = {}
+        fold = rows.report_fold(query)
+        for b in source.each_bid():
+            group = str(rows.report_group(query, b)[0])
+            reports[group], kv = fold(reports.get(group), b)
+            out.append(kv)
     elif query == "q11":
         # the bids of the two partitions interleaved as one consumer reads them: out of order
         bids = sorted(source.each_bid(), key=lambda b: (b["dateTime"] // 700, b["auction"] % 2))
@@ -127,7 +134,7 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
 
 
 @pytest.mark.parametrize("query", [*rows.STATELESS, "q3", "q5", "q7", "q8", "q9", "q11",
-                                   "q17", "q18", "q19", "q20"])
+                                   "q15", "q16", "q17", "q18", "q19", "q20"])
 def test_the_python_peers_record_logic_gives_the_reference(query: str, source: Events) -> None:
     from bench.nexmark.queries import QUERIES
 

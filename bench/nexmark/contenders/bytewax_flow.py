@@ -11,9 +11,10 @@ One worker (``--config workers=N``): two cores are shared with the broker and th
 Queries:
 
 * q0, q1, q2, q14, q21, q22: ``filter_map`` of the SQL's expressions (``rows.py``).
-* q5, q7, q11, q17, q18, q19: ``stateful_map`` per key (``(window, auction)`` then the window for
-  q5's two aggregations, the window start, ``(auction, day)``, ``(bidder, auction)``, the
-  auction): the SQL's aggregate or ``ROW_NUMBER`` as a fold, emitting the key's new row on
+* q5, q7, q11, q15, q16, q17, q18, q19: ``stateful_map`` per key (``(window, auction)`` then
+  the window for q5's two aggregations, the window start, ``(auction, day)``, ``(bidder,
+  auction)``, the auction, the day or channel and day, q15/q16's distinct counts keeping their
+  sets in the fold): the SQL's aggregate or ``ROW_NUMBER`` as a fold, emitting the key's new row on
   every bid (the ``table`` output: the last value per key). Windows are computed from
   ``dateTime`` (event time); Bytewax's own window operators emit a window only when it closes,
   its start in a separate metadata stream.
@@ -30,8 +31,6 @@ Not expressed here:
 * q4, q6 (aggregates over the winning bids, an updating table): a category's average must
   subtract an auction's old winning price when a better bid comes, a retraction; Bytewax has
   no changelog semantics (it could be hand-written, as Quix's W2 of the word-count bench is).
-* q15, q16 (distinct counts per day, per channel and day): not written in the time of this
-  contender (a fold keeping the sets of bidders and auctions per key would do).
 * (q11 is written as a fold too: ``rows.q11_fold`` keeps a bidder's sessions and merges
   those a bid bridges, deleting the merged-away keys. Bytewax's ``SessionWindower`` emits a
   session only when it closes, its start in the metadata stream.)
@@ -59,7 +58,7 @@ from bench.nexmark.contenders.peer import (
     parse_args,
 )
 
-STATEFUL = {"q5", "q7", "q11", "q17", "q18", "q19"}
+STATEFUL = {"q5", "q7", "q11", "q15", "q16", "q17", "q18", "q19"}
 KIND = {AUCTION: "auction", PERSON: "person", BID: "bid", SIDE_INPUT: "side"}
 #: join query -> (fold, (topic, its join key, its WHERE), (topic, its join key, its WHERE))
 JOINS: dict[str, tuple[Any, tuple[str, Any, Any], tuple[str, Any, Any]]] = {
@@ -170,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         key, fold = {"q17": (lambda b: f"{b['auction']}/{b['dateTime'] // rows.DAY_MS}",
                              rows.q17_fold),
                      "q18": (lambda b: f"{b['bidder']}/{b['auction']}", rows.q18_fold),
-                     "q19": (lambda b: str(b["auction"]), rows.q19_fold)}[q]
+                     "q19": (lambda b: str(b["auction"]), rows.q19_fold),
+                     "q15": (lambda b: str(b["dateTime"] // rows.DAY_MS),
+                             rows.report_fold("q15")),
+                     "q16": (lambda b: f"{b['channel']}/{b['dateTime'] // rows.DAY_MS}",
+                             rows.report_fold("q16"))}[q]
         keyed = op.key_on("key", bids, key)
         folded = op.stateful_map("fold", keyed, fold)
         out = op.filter_map("changed", folded, lambda kv: kv[1])

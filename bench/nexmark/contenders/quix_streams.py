@@ -20,6 +20,9 @@ Queries:
   auctions that have it (counts only grow), emitting them when they change.
 * q7: each bid to its window (and the window before when it is at its end), ``group_by`` the
   window start, a stateful step keeping the highest-priced bids (``rows.q7_fold``).
+* q15, q16: ``group_by`` the day (q16: channel and day), a stateful step counting bids and
+  the distinct bidders and auctions, in all and per price rank (each member a key of the
+  group's state, so a bid costs a few lookups, not a set's serialization).
 * q17, q18, q19: ``group_by`` the SQL's ``GROUP BY``/``PARTITION BY`` key and a stateful step
   folding the bids (``rows.q17_fold``, ...): the key's new row on every bid.
 
@@ -27,12 +30,12 @@ Not expressed: the joins (q3, q8, q9, q13, q20: Quix Streams has no stream-strea
 stream-table join in this version), the retraction queries q4, q6, q9 (no changelog of an
 aggregate), and q11: its session windows emit a merged session under the new start without
 retracting the sessions it replaced (``current()``), or only when a session closes, which the
-last sessions never do in a bounded run (``final()``); q15 and q16 (distinct counts) were not
-written in the time of this contender.
+last sessions never do in a bounded run (``final()``).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -51,7 +54,7 @@ from bench.nexmark.contenders.peer import (
     parse_args,
 )
 
-STATEFUL = {"q5", "q7", "q17", "q18", "q19"}
+STATEFUL = {"q5", "q7", "q15", "q16", "q17", "q18", "q19"}
 QUERIES = frozenset(rows.STATELESS) | STATEFUL
 RETENTION = {"retention.ms": "-1", "retention.bytes": "-1"}
 
@@ -151,6 +154,23 @@ def main(argv: list[str] | None = None) -> int:
         sdf = regroup(sdf, lambda c: str(c[0]), "window")
         sdf = sdf.apply(fold_step(rows.q7_fold), stateful=True).filter(
             lambda kv: kv is not None)
+    elif q in ("q15", "q16"):
+        sdf = regroup(sdf, lambda b: json.dumps(rows.report_group(q, b)[0]), "group")
+
+        def report(bid: Any, state: Any) -> Any:
+            def new(kind: str, slot: str, id_: int) -> bool:
+                # each distinct count's members are keys of the group's state
+                member = f"{kind}/{slot}/{id_}"
+                if state.exists(member):
+                    return False
+                state.set(member, 1)
+                return True
+
+            row = rows.report_add(q, state.get("row"), bid, new)
+            state.set("row", row)
+            return rows.report_group(q, bid)[0], row
+
+        sdf = sdf.apply(report, stateful=True)
     else:
         key, fold = {"q17": (lambda b: f"{b['auction']}/{b['dateTime'] // rows.DAY_MS}",
                              rows.q17_fold),

@@ -351,3 +351,55 @@ def q9_join(state: Row | None, item: tuple[str, Row]) -> tuple[Row, list[tuple[i
     out.update(auction=best["auction"], bidder=best["bidder"], price=best["price"],
                bid_dateTime=best["dateTime"], bid_extra=best["extra"])
     return state, [(a["id"], out)]
+
+
+REPORT_SLOTS = ("total", "rank1", "rank2", "rank3")
+
+
+def report_group(query: str, bid: Row) -> tuple[Any, Row]:
+    """q15's and q16's group of a bid: its output key and the group's columns."""
+    day = _day(bid["dateTime"])
+    if query == "q15":
+        return day, {"day": day}
+    return [bid["channel"], day], {"channel": bid["channel"], "day": day}
+
+
+def report_add(query: str, row: Row | None, bid: Row, new: Any) -> Row:
+    """Add a bid to its group's row of q15 or q16: ``count(*)`` and ``count(distinct bidder)``,
+    ``count(distinct auction)``, in all and per price rank (``FILTER``), and q16's latest
+    ``HH:mm``. ``new(kind, slot, id)`` says whether the bidder or auction is new in that count
+    (and remembers it): how the distinct sets are kept is the engine's."""
+    if row is None:
+        row = {**report_group(query, bid)[1], **{f"{s}_{k}": 0 for s in REPORT_SLOTS
+                                                 for k in ("bids", "bidders", "auctions")}}
+        if query == "q16":
+            row["minute"] = ""
+    row = dict(row)
+    p = bid["price"]
+    rank = "rank1" if p < 10_000 else "rank2" if p < 1_000_000 else "rank3"
+    for slot in ("total", rank):
+        row[f"{slot}_bids"] += 1
+        for kind, id_ in (("bidders", bid["bidder"]), ("auctions", bid["auction"])):
+            if new(kind, slot, id_):
+                row[f"{slot}_{kind}"] += 1
+    if query == "q16":
+        minute = datetime.fromtimestamp(bid["dateTime"] // 1000, timezone.utc).strftime("%H:%M")
+        row["minute"] = max(row["minute"], minute)
+    return row
+
+
+def report_fold(query: str) -> Any:
+    """q15's or q16's fold for an engine with Python objects as state (the distinct sets)."""
+    def fold(state: Row | None, bid: Row) -> tuple[Row, tuple[Any, Row]]:
+        state = state or {"row": None, "seen": set()}
+        seen = state["seen"]
+
+        def new(kind: str, slot: str, id_: int) -> bool:
+            if (kind, slot, id_) in seen:
+                return False
+            seen.add((kind, slot, id_))
+            return True
+
+        row = report_add(query, state["row"], bid, new)
+        return {"row": row, "seen": seen}, (report_group(query, bid)[0], row)
+    return fold

@@ -100,7 +100,7 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
         for b in bids:
             sessions[b["bidder"]], kvs = rows.q11_fold(sessions.get(b["bidder"]), b)
             out.extend(kvs)
-    elif query in ("q3", "q8", "q9", "q20"):
+    elif query in ("q3", "q4", "q8", "q9", "q20"):
         # both topics in event-time order: some bids and auctions come before what they name
         fold, left, right = {
             "q3": (rows.q3_join, ("auction", lambda a: a["seller"], lambda a: a["category"] == 10),
@@ -109,6 +109,8 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
                                   lambda p: True),
                    ("auction", lambda a: (a["seller"], a["dateTime"] // 10_000),
                     lambda a: True)),
+            "q4": (rows.q4_winners, ("auction", lambda a: a["id"], lambda a: True),
+                   ("bid", lambda b: b["auction"], lambda b: True)),
             "q9": (rows.q9_join, ("auction", lambda a: a["id"], lambda a: True),
                    ("bid", lambda b: b["auction"], lambda b: True)),
             "q20": (rows.q20_join, ("auction", lambda a: a["id"], lambda a: True),
@@ -121,6 +123,12 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
             k = keys[kind](r)
             states[k], kvs = fold(states.get(k), (kind, r))
             out.extend(kvs)
+        if query == "q4":
+            averages: dict = {}
+            changes, out = out, []
+            for change in changes:
+                averages[change[0]], kv = rows.q4_average(averages.get(change[0]), change)
+                out.append(kv)
     else:
         fold, key = {"q17": (rows.q17_fold, lambda b: (b["auction"], b["dateTime"] // 86_400_000)),
                      "q18": (rows.q18_fold, lambda b: (b["bidder"], b["auction"])),
@@ -133,7 +141,7 @@ def records(query: str, source: Events) -> list[tuple[bytes, bytes]]:
     return [(encode(k), None if v is None else encode(v)) for k, v in out]
 
 
-@pytest.mark.parametrize("query", [*rows.STATELESS, "q3", "q5", "q7", "q8", "q9", "q11",
+@pytest.mark.parametrize("query", [*rows.STATELESS, "q3", "q4", "q5", "q7", "q8", "q9", "q11",
                                    "q15", "q16", "q17", "q18", "q19", "q20"])
 def test_the_python_peers_record_logic_gives_the_reference(query: str, source: Events) -> None:
     from bench.nexmark.queries import QUERIES

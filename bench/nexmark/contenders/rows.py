@@ -403,3 +403,21 @@ def report_fold(query: str) -> Any:
         row = report_add(query, state["row"], bid, new)
         return {"row": row, "seen": seen}, (report_group(query, bid)[0], row)
     return fold
+
+
+def q4_winners(state: Row | None, item: tuple[str, Row]) -> tuple[Row, list[tuple[int, Any]]]:
+    """q4's first half, keyed by the auction: q9's winning bid per auction, as changes
+    ``(category, (old winning price or None, new winning price))`` (the retraction and the
+    addition of the winners table's row, in one record)."""
+    old = state["best"]["price"] if state and state["best"] else None
+    state, out = q9_join(state, item)
+    return state, [(row["category"], (old, row["price"])) for _, row in out]
+
+
+def q4_average(state: list[int] | None, change: tuple[int, Any]) -> tuple[list[int], Any]:
+    """``AVG(final) GROUP BY category`` over the winners: the old price subtracted, the new
+    one added (Flink's ``AVG`` over ``BIGINT``: the integer quotient)."""
+    category, (old, new) = change
+    total, n = state or [0, 0]
+    total, n = total + new - (old or 0), n + (old is None)
+    return [total, n], (category, total // n)

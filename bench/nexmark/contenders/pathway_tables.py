@@ -26,11 +26,11 @@ q11 is ``windowby`` with ``session(max_gap=10 s)`` per bidder (a merge of sessio
 the old ones: the writer deletes their keys).
 
 q19 keeps each auction's bids in a ``sorted_tuple`` reducer and writes its first ten (an
-unbounded, re-sorted reducer: the SQL's Top-N keeps ten rows).
-
-Not expressed: q6 (the
-last 10 winning prices per seller, an ordered window over an updating table). q15 and q16 use
+unbounded, re-sorted reducer: the SQL's Top-N keeps ten rows). q15 and q16 use
 ``count_distinct`` with the ``FILTER`` written as a sentinel value (see there).
+
+Not expressed: q6 (the average of each seller's last 10 winning prices, an ordered window
+over an updating table).
 """
 
 from __future__ import annotations

@@ -26,11 +26,14 @@ Queries:
 * q17, q18, q19: ``group_by`` the SQL's ``GROUP BY``/``PARTITION BY`` key and a stateful step
   folding the bids (``rows.q17_fold``, ...): the key's new row on every bid.
 
-Not expressed: the joins (q3, q8, q9, q13, q20: Quix Streams has no stream-stream or
-stream-table join in this version), the retraction queries q4, q6, q9 (no changelog of an
-aggregate), and q11: its session windows emit a merged session under the new start without
-retracting the sessions it replaced (``current()``), or only when a session closes, which the
-last sessions never do in a bounded run (``final()``).
+Not written: the joins (q3, q8, q9, q13, q20). Quix Streams 3.28 has ``join_interval``,
+``join_asof`` and ``join_lookup``: q20 and q9 would be an interval join of the co-partitioned
+auctions and bids with bounds wider than any auction's life, q3 and q8 one after a
+``group_by`` of the auctions by seller; this contender covers the stateless and windowed
+queries. Not expressed: q4 and q6 (an aggregate of an updating table: no changelog of an
+aggregate to retract from), and q11: its session windows emit a merged session under the
+new start without retracting the sessions it replaced (``current()``), or only when a
+session closes, which the last sessions never do in a bounded run (``final()``).
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ from bench.nexmark.contenders.peer import (
     PeerContender,
     Status,
     encode,
+    key_value,
     linger,
     log,
     parse_args,
@@ -110,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
             out = []
             for m in self.consumer.consume(1000, 0.05):
                 if m.error() is None:
+                    key, value = key_value(m)
                     # the side input's records are a key and a JSON string, not an object
-                    out.append((json.loads(m.key()), json.loads(m.value()))
-                               if self.topic == SIDE_INPUT else json.loads(m.value()))
+                    out.append((json.loads(key), json.loads(value))
+                               if self.topic == SIDE_INPUT else json.loads(value))
             self.left -= len(out)
             return out
 

@@ -47,6 +47,7 @@ from bench.nexmark.contenders.peer import (
     PeerContender,
     Status,
     encode,
+    key_value,
     linger,
     log,
     parse_args,
@@ -319,11 +320,12 @@ def dump_topics(bootstrap: str, topics: tuple[str, ...], counts: dict[str, int],
         while len(records) < counts[topic] and time.time() < deadline:
             for m in consumer.consume(10_000, 1.0):
                 if m.error() is None:
+                    key, value = key_value(m)
                     if topic == SIDE_INPUT:
-                        line = encode({"key": json.loads(m.key()), "value": json.loads(m.value())})
+                        line = encode({"key": json.loads(key), "value": json.loads(value)})
                         records.append((0, line))
                     else:
-                        records.append((json.loads(m.value())["dateTime"], m.value()))
+                        records.append((json.loads(value)["dateTime"], value))
         consumer.close()
         if len(records) < counts[topic]:
             raise RuntimeError(f"read {len(records)} of the {counts[topic]} records of {topic}")

@@ -119,6 +119,16 @@ class Progress:
         return all(self.seen[t] >= n for t, n in self.want.items())
 
 
+def key_value(message: Any) -> tuple[bytes, bytes]:
+    """A confluent-kafka message's key and value; the input topics have no null ones."""
+    key, value = message.key(), message.value()
+    if key is None or value is None:
+        raise ValueError(f"{message.topic()} partition {message.partition()} offset "
+                         f"{message.offset()}: a record without a key or value; the input "
+                         "topics of README.md have neither")
+    return key, value
+
+
 def linger(seconds: float = 120.0) -> None:
     """After ``caught_up``: wait for the runner to stop the process. The runner samples the
     process tree's CPU time when it sees ``caught_up``; a process that had exited by then

@@ -231,13 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     # each step above ends with the output record (key, value): the key is taken from it,
     # the value serializer writes its second half
     sdf.to_topic(out, key=lambda kv: encode(kv[0]))
-    def report() -> None:
+    def progress() -> None:
         while True:
             time.sleep(10)
             log(f"quix {q}: {left[0]:,} input records to go, {left[1]:,} repartitioned, "
                 f"{left[2]:,} read back")
 
-    threading.Thread(target=report, daemon=True).start()
+    threading.Thread(target=progress, daemon=True).start()
     status.event("started")
     log(f"quix {q}: running")
     app.run()

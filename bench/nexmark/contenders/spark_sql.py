@@ -46,6 +46,7 @@ from bench.nexmark.contenders.peer import (
     SIDE_INPUT,
     PeerContender,
     Status,
+    key_value,
     linger,
     log,
     parse_args,
@@ -216,7 +217,8 @@ def _side_input(spark: Any, bootstrap: str, count: int) -> Any:
     while len(rows) < count and time.time() < deadline:
         for m in consumer.consume(10_000, 1.0):
             if m.error() is None:
-                rows[json.loads(m.key())] = json.loads(m.value())
+                key, value = key_value(m)
+                rows[json.loads(key)] = json.loads(value)
     consumer.close()
     if len(rows) < count:
         raise RuntimeError(f"read {len(rows)} of the {count} records of {SIDE_INPUT}")

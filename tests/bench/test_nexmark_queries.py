@@ -17,16 +17,7 @@ EVENTS = 3_000
 PARAMS = Params.of(GENERATOR, grace_ms=60_000)
 
 
-# streamtable's internal serde (marshal) writes equal keys as different bytes when an int or
-# string in them is shared with another live object (marshal's reference flag follows the
-# reference count), so a repartition can send equal keys to different tasks: q15/q16's keys
-# share the bidder's int, their distinct counts come out too large and q15's join finds nothing
-SERDE_BUG = pytest.mark.xfail(strict=True, reason="InternalSerde's marshal output depends on "
-                              "reference counts: equal keys, different bytes, split counts")
-BATCH = [pytest.param(q, marks=SERDE_BUG) if q in ("q15", "q16") else q for q in ORDER]
-
-
-@pytest.mark.parametrize("query", BATCH)
+@pytest.mark.parametrize("query", ORDER)
 def test_query_matches_the_reference_in_batch_mode(query):
     out = driver_output(query, GENERATOR, EVENTS, PARAMS)
     want = EXPECTED[query](Events(generator=GENERATOR, count=EVENTS))

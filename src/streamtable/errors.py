@@ -16,9 +16,12 @@ class TopologyError(StreamsError):
 class RecordError(StreamsError):
     """A record could not be handled.
 
-    The message names the record by ``topic``, ``partition``, ``offset`` and ``key`` (its
-    bytes, shown as text when they are UTF-8) so that it can be found with any Kafka tool, and
-    the operator (``processor``) where it failed. ``advice`` says what a user can do about it.
+    The message names the input record by ``topic``, ``partition``, ``offset`` and ``key``
+    (its bytes, shown as text when they are UTF-8) so that it can be found with any Kafka
+    tool, and the operator (``processor``) where it failed. For a record that went through a
+    repartition (``group_by``, a join of re-keyed streams) that is the input record it came
+    from, without its key; after a punctuation no input record caused it and none is named.
+    ``advice`` says what a user can do about it.
 
     >>> print(DeserializationError("cannot decode value", topic="t", partition=0, offset=7,
     ...                            key=b"k1", processor="KSTREAM-SOURCE-0"))
@@ -43,12 +46,12 @@ class RecordError(StreamsError):
         self.offset = offset
         self.processor = processor
         self.key = key
-        where = f"topic={topic!r} partition={partition} offset={offset}"
+        where = [] if topic is None else [f"topic={topic!r} partition={partition} offset={offset}"]
         if key is not None:
-            where += f" key={show_key(key)}"
+            where.append(f"key={show_key(key)}")
         if processor:
-            where += f" processor={processor}"
-        super().__init__(f"{reason} [{where}]")
+            where.append(f"processor={processor}")
+        super().__init__(f"{reason} [{' '.join(where)}]" if where else reason)
 
 
 def show_key(key: bytes) -> str:

@@ -12,10 +12,23 @@ Headers = tuple[tuple[str, bytes | None], ...]
 """A record's headers: ``(name, value)`` pairs, in order; a value may be None."""
 
 
-class RawRecord:
-    """A record as it sits in a topic: serialized key and value plus its position."""
+Origin = tuple[str, int, int]
+"""The position (topic, partition, offset) of the input record behind a record of a
+repartition topic; ``("", -1, -1)`` when no input record caused it (a punctuation)."""
 
-    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+NO_ORIGIN: Origin = ("", -1, -1)
+
+
+class RawRecord:
+    """A record as it sits in a topic: serialized key and value plus its position.
+
+    A record of a repartition topic also carries its ``origin``, the position of the input
+    record it came from, so that an error downstream names a record users can find (a
+    repartition topic exists only inside a Spark batch).
+    """
+
+    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers",
+                 "origin")
 
     def __init__(
         self,
@@ -26,6 +39,7 @@ class RawRecord:
         key: bytes | None,
         value: bytes | None,
         headers: Headers = (),
+        origin: Origin | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -34,6 +48,7 @@ class RawRecord:
         self.key = key
         self.value = value
         self.headers = headers
+        self.origin = origin
 
     def __repr__(self) -> str:
         return (

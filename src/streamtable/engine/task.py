@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 from streamtable.config import StreamsConfig
+from streamtable.engine import blame
 from streamtable.engine.ports import KeyValueStore, RecordCollector, StoreBackend
 from streamtable.engine.punctuation import Punctuations, Schedule
 from streamtable.engine.runs import TableRun
@@ -30,7 +31,7 @@ from streamtable.processors.api import (
 from streamtable.processors.cache import ChangeForwarder
 from streamtable.processors.io import SourceProcessor
 from streamtable.processors.user import ProcessorApiContext
-from streamtable.records import Headers, RawRecord, RecordRun
+from streamtable.records import NO_ORIGIN, Headers, Origin, RawRecord, RecordRun
 from streamtable.topology.graph import NodeKind, StoreSpec, SubTopology, Topology
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,11 @@ class Task:
         self.config = config
         self.collector = collector
         self.wiring = wiring or wire(topology, config)
+        # a host that carries records of repartition topics itself takes each with its origin
+        # (see RawRecord.origin); other hosts get every record through ``send``
+        self.send_internal: Callable[..., None] | None = getattr(collector, "send_internal",
+                                                                  None)
+        self.internal_topics = self.wiring.internal_topics
         # the host's own dict (not a copy): the test driver adds topics as they are created
         self.topic_partitions = topic_partitions if topic_partitions is not None else {}
         self.cache_max_entries = cache_max_entries or config.cache_max_entries
@@ -229,9 +235,11 @@ class Task:
         if isinstance(error, RecordError):
             reason, where = error.reason, error.processor
         else:  # the innermost operator: the punctuator's, or one its forwards reached
-            reason, where = f"{type(error).__name__}: {error}", failing_processor(error)
+            where = failing_processor(error) or schedule.node
+            reason = f"{type(error).__name__}: {error} {blame.describe(error, self.topology, where)}"
         located = ProcessingError(
-            f"{reason} (in a {schedule.type.name} punctuator of {schedule.node})",
+            f"{reason} (in a {schedule.type.name} punctuator of {schedule.node}, no input "
+            "record)",
             processor=where or schedule.node)
         located.__cause__ = error
         if self._proc_handler == "fail":
@@ -246,7 +254,7 @@ class Task:
         if isinstance(error, RecordError):
             located = error if raw is None else self._locate(error, raw)
         else:  # a user function raised
-            located = _user_error(error, raw)
+            located = self._user_error(error, raw)
         if raw is None:
             raise located
         handler = (self._deser_handler if isinstance(located, DeserializationError)
@@ -254,15 +262,55 @@ class Task:
         self._apply_handler(raw, located, handler)
 
     def _locate(self, e: RecordError, raw: RawRecord) -> RecordError:
+        """``e`` naming the input record ``raw`` came from (for a record of a repartition
+        topic, the one before the repartition: the topic exists only inside the batch)."""
         same = (e.topic, e.partition, e.offset) == (raw.topic, raw.partition, raw.offset)
-        if e.topic is None or (same and e.key is None and raw.key is not None):
+        if e.topic is None or same:
+            topic, partition, offset, key = self.input_position(raw)
+            if (e.topic, e.partition, e.offset, e.key) == (topic, partition, offset, key):
+                return e
             located = type(e)(
-                e.reason, topic=raw.topic, partition=raw.partition, offset=raw.offset,
-                processor=e.processor or failing_processor(e), key=raw.key,
+                e.reason, topic=topic, partition=partition, offset=offset,
+                processor=e.processor or failing_processor(e), key=key,
             )
             located.__cause__ = e.__cause__
             return located
         return e
+
+    def input_position(self, raw: RawRecord | None
+                       ) -> tuple[str | None, int | None, int | None, bytes | None]:
+        """(topic, partition, offset, key) of the input record behind ``raw``: ``raw``'s own
+        for a record of an input topic, its origin's (no key) for a record of a repartition
+        topic, all None when no input record caused it."""
+        if raw is None:
+            return None, None, None, None
+        origin = raw.origin
+        if origin is None and raw.topic not in self.internal_topics:
+            return raw.topic, raw.partition, raw.offset, raw.key
+        if origin is None or origin == NO_ORIGIN:
+            return None, None, None, None
+        return origin[0], origin[1], origin[2], None
+
+    def origin(self) -> Origin:
+        """The origin of a record sent now to a repartition topic (see ``RawRecord.origin``):
+        that of the input record being processed."""
+        raw = self.current_raw
+        if raw is None:
+            return NO_ORIGIN
+        origin = raw.origin
+        return (raw.topic, raw.partition, raw.offset) if origin is None else origin
+
+    def _user_error(self, error: Exception, raw: RawRecord | None) -> ProcessingError:
+        """A user function's exception as an error naming the input record, the operator, the
+        user's code (file, line) and the record the operator held."""
+        node = failing_processor(error)
+        topic, partition, offset, key = self.input_position(raw)
+        err = ProcessingError(
+            f"{type(error).__name__}: {error} {blame.describe(error, self.topology, node)}",
+            topic=topic, partition=partition, offset=offset, processor=node, key=key,
+        )
+        err.__cause__ = error
+        return err
 
     def _apply_handler(self, raw: RawRecord, error: RecordError, handler: str) -> None:
         dlq = self.config.dead_letter_topic
@@ -284,9 +332,9 @@ class Task:
     def record_dropped(self, processor: str, reason: str) -> None:
         """Count and log a record an operator drops by Kafka Streams' rules (null keys, ...)."""
         self.dropped[reason] += 1
-        raw = self.current_raw
-        where = "" if raw is None else (
-            f" [topic={raw.topic!r} partition={raw.partition} offset={raw.offset}]"
+        topic, partition, offset, _ = self.input_position(self.current_raw)
+        where = "" if topic is None else (
+            f" [topic={topic!r} partition={partition} offset={offset}]"
         )
         log.warning("dropped record at %s: %s%s", processor, reason, where)
 
@@ -304,20 +352,6 @@ class Task:
         self._settle()
         for p in self.processors.values():
             p.close()
-
-
-def _user_error(error: Exception, raw: RawRecord | None) -> ProcessingError:
-    """A user function's exception as an error naming the record and the operator."""
-    err = ProcessingError(
-        f"{type(error).__name__}: {error}",
-        topic=None if raw is None else raw.topic,
-        partition=None if raw is None else raw.partition,
-        offset=None if raw is None else raw.offset,
-        processor=failing_processor(error),
-        key=None if raw is None else raw.key,
-    )
-    err.__cause__ = error
-    return err
 
 
 def punctuation_store(subtopology: int) -> str:
@@ -376,7 +410,11 @@ class TaskContext:
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
-        self._task.collector.send(topic, key, value, timestamp, headers, partition)
+        task = self._task
+        if task.send_internal is not None and topic in task.internal_topics:
+            task.send_internal(topic, key, value, timestamp, headers, partition, task.origin())
+        else:
+            task.collector.send(topic, key, value, timestamp, headers, partition)
 
     def record_dropped(self, processor: str, reason: str) -> None:
         self._task.record_dropped(processor, reason)

@@ -236,7 +236,9 @@ class Task:
             reason, where = error.reason, error.processor
         else:  # the innermost operator: the punctuator's, or one its forwards reached
             where = failing_processor(error) or schedule.node
-            reason = f"{type(error).__name__}: {error} {blame.describe(error, self.topology, where)}"
+            message = " ".join(str(error).splitlines())
+            reason = (f"{type(error).__name__}: {message} "
+                      f"{blame.describe(error, self.topology, where)}")
         located = ProcessingError(
             f"{reason} (in a {schedule.type.name} punctuator of {schedule.node}, no input "
             "record)",
@@ -305,8 +307,9 @@ class Task:
         user's code (file, line) and the record the operator held."""
         node = failing_processor(error)
         topic, partition, offset, key = self.input_position(raw)
+        message = " ".join(str(error).splitlines())  # one paragraph, whatever the user wrote
         err = ProcessingError(
-            f"{type(error).__name__}: {error} {blame.describe(error, self.topology, node)}",
+            f"{type(error).__name__}: {message} {blame.describe(error, self.topology, node)}",
             topic=topic, partition=partition, offset=offset, processor=node, key=key,
         )
         err.__cause__ = error

@@ -41,7 +41,7 @@ from streamtable.engine.batch import BatchResult, Records, run_task_batch
 from streamtable.engine.ports import OutputWriter, TaskStatePersistence
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
-from streamtable.records import Headers, RawRecord, RecordRun
+from streamtable.records import NO_ORIGIN, Headers, Origin, RawRecord, RecordRun
 from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
@@ -67,15 +67,24 @@ RECORD_DDL = (
     "topic string, partition int, offset bigint, timestamp bigint, key binary, value binary, "
     "headers array<struct<key:string,value:binary>>"
 )
+# A record of a repartition topic carries the position of the input record it came from
+# (``RawRecord.origin``), null for any other row: an error downstream names that record.
+ORIGIN_FIELDS = [
+    ("origin_topic", pa.string()),
+    ("origin_partition", pa.int32()),
+    ("origin_offset", pa.int64()),
+]
+ORIGIN_DDL = "origin_topic string, origin_partition int, origin_offset bigint"
 # route: for a record to a repartition topic, the task that must receive it when its sink chose
 # one (co-partitioning with an external topic); otherwise the key's hash decides.
 # A stage's input: records, and offset ranges of Kafka partitions for the task to read itself
 # (``offset`` = the first offset, ``_end`` = the end, exclusive; null for a record).
-INPUT_FIELDS = RECORD_FIELDS + [("_end", pa.int64())]
-OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS + [("route", pa.int32())])
+INPUT_FIELDS = RECORD_FIELDS + ORIGIN_FIELDS + [("_end", pa.int64())]
+OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS + [("route", pa.int32())]
+                          + ORIGIN_FIELDS)
 OUTPUT_DDL = (
     "kind tinyint, topic string, partition int, offset bigint, timestamp bigint, key binary, "
-    "value binary, headers array<struct<key:string,value:binary>>, route int"
+    f"value binary, headers array<struct<key:string,value:binary>>, route int, {ORIGIN_DDL}"
 )
 
 # ``offset`` and ``_end`` of an input row that stands for "this partition's range of the batch,
@@ -138,7 +147,8 @@ class _Collector:
                  writer: str = "") -> None:
         self.internal = internal_topics
         self.task_id = task_id
-        # (kind, topic, partition, offset, timestamp, key, value, headers, route)
+        # (kind, topic, partition, offset, timestamp, key, value, headers, route,
+        #  origin topic, origin partition, origin offset)
         self.rows: list[tuple[Any, ...]] = []
         self.batches: list[pa.RecordBatch] = []
         self._count = 0  # rows so far: the next row's offset
@@ -157,12 +167,17 @@ class _Collector:
             self.batches.append(_to_batch(self.rows))
             self.rows = []
 
+    def send_internal(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+                      headers: Headers, partition: int | None, origin: Origin) -> None:
+        """A record for a repartition topic (the task sends each with its origin)."""
+        hs = [{"key": k, "value": v} for k, v in headers] if headers else None
+        self._row((KIND_INTERNAL, topic, self.task_id, self._count, timestamp,
+                   key, value, hs, partition, *origin))
+
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
-        if topic in self.internal:
-            hs = [{"key": k, "value": v} for k, v in headers] if headers else None
-            self._row((KIND_INTERNAL, topic, self.task_id, self._count, timestamp,
-                       key, value, hs, partition))
+        if topic in self.internal:  # a host other than a task: no origin known
+            self.send_internal(topic, key, value, timestamp, headers, partition, NO_ORIGIN)
         elif self.output is not None:
             self.sent[topic] += 1
             self.external.append({"topic": topic, "key": key, "value": value,
@@ -174,7 +189,7 @@ class _Collector:
             self.sent[topic] += 1
             hs = [{"key": k, "value": v} for k, v in headers] if headers else None
             self._row((KIND_EXTERNAL, topic, partition, self._count, timestamp,
-                       key, value, hs, None))
+                       key, value, hs, None, None, None, None))
 
     def write_external(self) -> None:
         """Hand the records for external topics held so far to the writer, as the next
@@ -191,7 +206,7 @@ class _Collector:
         for k, v in changes.items():
             self._row((KIND_STORE, store, self.task_id, self._count,
                        -1 if v is None else v[1], encode_key(k),
-                       None if v is None else encode_value(v), None, None))
+                       None if v is None else encode_value(v), None, None, None, None, None))
 
     def to_batches(self) -> list[pa.RecordBatch]:
         """Every row, as record batches (one empty batch when there is none)."""
@@ -221,17 +236,24 @@ def table_headers(table: pa.Table) -> list[Headers]:
 
 
 def table_records(table: pa.Table) -> list[RawRecord]:
-    """The rows of an Arrow table of ``RECORD_FIELDS`` (and maybe more) as raw records."""
+    """The rows of an Arrow table of ``RECORD_FIELDS`` (and maybe more) as raw records; rows
+    of a repartition topic (``ORIGIN_FIELDS`` set) with their origin."""
     if table.num_rows == 0:
         return []
+    columns = (table.column("topic").to_pylist(), table.column("partition").to_pylist(),
+               table.column("offset").to_pylist(), table.column("timestamp").to_pylist(),
+               table.column("key").to_pylist(), table.column("value").to_pylist(),
+               table_headers(table))
+    if "origin_offset" not in table.column_names or table.column("origin_offset").null_count \
+            == table.num_rows:
+        return [RawRecord(t, p, o, ts, k, v, hs)
+                for t, p, o, ts, k, v, hs in zip(*columns, strict=True)]
     return [
-        RawRecord(t, p, o, ts, k, v, hs)
-        for t, p, o, ts, k, v, hs in zip(
-            table.column("topic").to_pylist(), table.column("partition").to_pylist(),
-            table.column("offset").to_pylist(), table.column("timestamp").to_pylist(),
-            table.column("key").to_pylist(), table.column("value").to_pylist(),
-            table_headers(table), strict=True,
-        )
+        RawRecord(t, p, o, ts, k, v, hs, None if oo is None else (ot, op, oo))
+        for t, p, o, ts, k, v, hs, ot, op, oo in zip(
+            *columns, table.column("origin_topic").to_pylist(),
+            table.column("origin_partition").to_pylist(),
+            table.column("origin_offset").to_pylist(), strict=True)
     ]
 
 
@@ -325,8 +347,10 @@ class StageRunner:
         if pa.compute.min(routes).as_py() != task_id or pa.compute.max(routes).as_py() != task_id:
             raise RuntimeError(f"stage {self.subtopology}: a Spark partition holds several tasks")
         table = table.drop_columns(["_route"])
-        if "_end" not in table.column_names:  # records only
-            table = table.append_column("_end", pa.nulls(table.num_rows, pa.int64()))
+        for name, kind in ORIGIN_FIELDS + [("_end", pa.int64())]:
+            if name not in table.column_names:  # records of input topics only
+                table = table.append_column(name, pa.nulls(table.num_rows, kind))
+        table = table.select([name for name, _ in INPUT_FIELDS])
         if table.column("topic").null_count:  # heartbeats make the task run; not records
             table = table.filter(pa.compute.is_valid(table.column("topic")))
         return table.cast(_input_schema())

@@ -291,5 +291,5 @@ def serve_queries(app: Any, host: str = "127.0.0.1", port: int = 8080,
     def metrics() -> str:
         return exposition(app.metrics.families(app.state_entries()))
 
-    api = create_query_api(app.store, names, health=app.health, metrics=metrics)
+    api = create_query_api(app.ready_store, names, health=app.health, metrics=metrics)
     return QueryServer(api, host, port, token).start()

@@ -14,7 +14,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from streamtable import StreamsBuilder, TopologyTestDriver
-from streamtable.errors import ApplicationFailedError, ProcessingError, StoreNotReadyError
+from streamtable.errors import ApplicationFailedError, ProcessingError
 from streamtable.partitioner import default_partition
 from streamtable.runtime.spark.app import StreamsApp
 from streamtable.topology import Topology
@@ -165,8 +165,13 @@ def test_run_until_caught_up_raises_the_paragraph_the_cli_prints(spark, bootstra
     assert "streamtable.errors.DeserializationError" in str(info.value.__cause__)
 
 
-def test_store_reads_before_the_first_batch_say_there_is_no_state_yet(
+def test_wait_until_ready_and_the_http_api_say_when_there_is_no_state_yet(
         spark, bootstrap, new_topic, produce, tmp_path):
+    import httpx
+
+    from streamtable.kafka.broker import free_port
+    from streamtable.serving.http import serve_queries
+
     src = new_topic(1)
     gate = tmp_path / "open"
 
@@ -183,16 +188,80 @@ def test_store_reads_before_the_first_batch_say_there_is_no_state_yet(
                      spark=spark, development_broker=True)
     assert not app.is_ready
     app.start()
+    server = serve_queries(app, "127.0.0.1", free_port())
     try:
-        with pytest.raises(StoreNotReadyError, match="no state yet.*wait_until_ready"):
-            app.store("counts").get("k")
+        early = app.store("counts")  # a view taken at start reads the state once it is there
+        assert not app.is_ready and early.get("k") is None
         assert app.health()[1]["ready"] is False
+        answer = httpx.get(f"{server.url}/stores/counts/keys/k", timeout=10)
+        assert answer.status_code == 503 and "no state yet" in answer.json()["detail"]
         with pytest.raises(TimeoutError):
             app.wait_until_ready(timeout=0.5)
         gate.touch()
         assert app.wait_until_ready(timeout=180) is app
         assert app.is_ready and app.health()[1]["ready"] is True
-        assert app.store("counts").get("k") == 1
+        assert early.get("k") == 1 and app.store("counts").get("k") == 1
+        answer = httpx.get(f"{server.url}/stores/counts/keys/k", timeout=10)
+        assert answer.status_code == 200 and answer.json()["value"] == 1
     finally:
         gate.touch()
+        server.stop()
         app.stop()
+    with pytest.raises(RuntimeError, match="not running"):
+        StreamsApp(b.build(), f"idle-{src}", bootstrap, state_dir=tmp_path / "idle",
+                   spark=spark).wait_until_ready(timeout=1)
+
+
+PAGEVIEWS = '''from streamtable import StreamsBuilder
+
+config = {{"application.id": "pageviews", "cache.max.bytes.buffering": 0}}
+
+
+def build_topology():
+    b = StreamsBuilder()
+    views = b.stream({src!r}).group_by(lambda page, view: view["user"]).count()
+    views.to_stream().map_values(lambda n: 100 // (n - 2)).to({out!r})
+    return b.build()
+'''
+
+
+def test_the_cli_prints_the_paragraph_the_api_raises(spark, bootstrap, new_topic, produce,
+                                                     tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from streamtable.cli import app_topology, load_app
+
+    src, out = new_topic(2), new_topic(2)
+    app_file = tmp_path / "pageviews.py"
+    app_file.write_text(PAGEVIEWS.format(src=src, out=out))
+    produce(src, [(0, b'"/a"', b'{"user": "alice"}', 1000, None),
+                  (1, b'"/b"', b'{"user": "alice"}', 2000, None)])
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, PYTHONPATH=str(root / "src"), STREAMTABLE_SPARK_LOG_LEVEL="ERROR")
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamtable.cli", "run", str(app_file), "--bootstrap-servers",
+         bootstrap, "--state-dir", str(tmp_path / "cli-state"), "--development-broker",
+         "--until-caught-up"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("streamtable: ")]
+    assert len(ours) == 1, proc.stderr[-3000:]
+    printed = ours[0].removeprefix("streamtable: ")
+    # run from the application's directory: its file is named as the user knows it
+    assert "in map_values (KSTREAM-MAPVALUES-0000000008), at pageviews.py, line 9, in <lambda>: "\
+        "`views.to_stream().map_values(lambda n: 100 // (n - 2)).to(" in printed, printed
+    assert f"[topic='{src}' partition=1 offset=0" in printed and "repartition" not in printed
+    assert "Traceback" not in proc.stderr
+
+    module = load_app(str(app_file))
+    app = StreamsApp(app_topology(module), "pageviews", bootstrap,
+                     state_dir=tmp_path / "api-state", spark=spark, development_broker=True,
+                     config=module.config)
+    with pytest.raises(ApplicationFailedError) as info:
+        app.run_until_caught_up(timeout=180)
+    raised = str(info.value).replace(str(app_file), "pageviews.py")
+    # the same paragraph, up to where Spark's full error is (a log file for the CLI)
+    assert printed.split(" Spark's full error is in ")[0] == \
+        raised.split(" Spark's full error is in ")[0]

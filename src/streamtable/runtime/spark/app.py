@@ -456,8 +456,8 @@ class StreamsApp:
         return self._ready
 
     def wait_until_ready(self, timeout: float | None = None, poll: float = 0.1) -> StreamsApp:
-        """Block until the stores hold state (:attr:`is_ready`): after ``start()``, reads of
-        ``app.store(...)`` before then raise :class:`StoreNotReadyError`.
+        """Block until the stores hold state (:attr:`is_ready`): before then, after
+        ``start()``, every key of ``app.store(...)`` reads as absent.
 
         Raises :class:`ApplicationFailedError` if the query dies first, ``TimeoutError`` after
         ``timeout`` seconds, and ``RuntimeError`` when the query is not running.
@@ -498,17 +498,32 @@ class StreamsApp:
         store also ``fetch(key, time_from, time_to)`` and ``fetch_all``, a session store
         ``fetch(key)`` and ``find_sessions``). Raises
         :class:`ApplicationFailedError` once the query has died: a dead application must not
-        look like an empty one; and :class:`StoreNotReadyError` while the query runs but has
-        not served its first micro-batch (see :meth:`wait_until_ready`): a store without state
-        yet must not look like one without the key."""
+        look like an empty one.
+
+        Until the first micro-batch is served (:attr:`is_ready`) the store holds no state and
+        every key reads as absent: :meth:`wait_until_ready` waits for it (the HTTP API answers
+        503 "no state yet" until then). A view taken before then, e.g. at start, reads the state
+        once it is there.
+
+        >>> app.start().wait_until_ready(timeout=120)                   # doctest: +SKIP
+        >>> app.store("counts-store").get("kafka")                      # doctest: +SKIP
+        3
+        """
         self.raise_if_failed()
         spec = self.topology.stores.get(name)
         if spec is None or not spec.queryable:
             queryable = sorted(s for s, v in self.topology.stores.items() if v.queryable)
             raise KeyError(f"no queryable store named {name!r}; queryable stores: {queryable}")
+        return self.serving.view(name, spec.kind)
+
+    def ready_store(self, name: str) -> QueryableStore:
+        """:meth:`store`, raising :class:`StoreNotReadyError` while the query runs but has
+        not served its first micro-batch: for readers (the HTTP API) that must not answer
+        "no such key" when there is no state yet."""
+        view = self.store(name)
         if self.is_running and not self.is_ready:
             raise StoreNotReadyError(self.application_id, name)
-        return self.serving.view(name, spec.kind)
+        return view
 
     def raise_if_failed(self) -> None:
         """Raise :class:`ApplicationFailedError` if the query died of an error."""

@@ -72,10 +72,13 @@ class Task:
         self.config = config
         self.collector = collector
         self.wiring = wiring or wire(topology, config)
-        # a host that carries records of repartition topics itself takes each with its origin
-        # (see RawRecord.origin); other hosts get every record through ``send``
+        # A host that carries records of repartition topics itself takes each with the input
+        # record being processed (``send_internal``), to keep its origin (RawRecord.origin);
+        # other hosts get every record through ``send``. ``find_origin``: the host's origin of
+        # a record of a repartition topic it did not set ``origin`` on.
         self.send_internal: Callable[..., None] | None = getattr(collector, "send_internal",
                                                                   None)
+        self.find_origin: OriginFinder | None = getattr(collector, "find_origin", None)
         self.internal_topics = self.wiring.internal_topics
         # the host's own dict (not a copy): the test driver adds topics as they are created
         self.topic_partitions = topic_partitions if topic_partitions is not None else {}
@@ -286,21 +289,12 @@ class Task:
         topic, all None when no input record caused it."""
         if raw is None:
             return None, None, None, None
-        origin = raw.origin
-        if origin is None and raw.topic not in self.internal_topics:
+        if raw.origin is None and raw.topic not in self.internal_topics:
             return raw.topic, raw.partition, raw.offset, raw.key
-        if origin is None or origin == NO_ORIGIN:
+        origin = origin_of(raw, self.internal_topics, self.find_origin)
+        if origin == NO_ORIGIN:
             return None, None, None, None
         return origin[0], origin[1], origin[2], None
-
-    def origin(self) -> Origin:
-        """The origin of a record sent now to a repartition topic (see ``RawRecord.origin``):
-        that of the input record being processed."""
-        raw = self.current_raw
-        if raw is None:
-            return NO_ORIGIN
-        origin = raw.origin
-        return (raw.topic, raw.partition, raw.offset) if origin is None else origin
 
     def _user_error(self, error: Exception, raw: RawRecord | None) -> ProcessingError:
         """A user function's exception as an error naming the input record, the operator, the
@@ -355,6 +349,33 @@ class Task:
         self._settle()
         for p in self.processors.values():
             p.close()
+
+
+OriginFinder = Callable[[RawRecord], "Origin | None"]
+"""A host's origin of a record of a repartition topic (None: unknown)."""
+
+
+def origin_of(raw: RawRecord | None, internal_topics: frozenset[str],
+              find: OriginFinder | None = None) -> Origin:
+    """The origin of a record sent to a repartition topic while ``raw`` was processed (see
+    ``RawRecord.origin``): ``raw``'s position for a record of an input topic, its own origin
+    for one of a repartition topic (set, or as ``find`` finds it), ``NO_ORIGIN`` when there is
+    no input record (a punctuation). Hosts call it only when they need the origin (an error,
+    or a batch's records made into rows), never per record sent.
+
+    >>> origin_of(RawRecord("clicks", 1, 7, 0, None, None), frozenset())
+    ('clicks', 1, 7)
+    >>> origin_of(None, frozenset())
+    ('', -1, -1)
+    """
+    if raw is None:
+        return NO_ORIGIN
+    if raw.origin is not None:
+        return raw.origin
+    if raw.topic in internal_topics:
+        found = find(raw) if find is not None else None
+        return NO_ORIGIN if found is None else found
+    return raw.topic, raw.partition, raw.offset
 
 
 def punctuation_store(subtopology: int) -> str:
@@ -415,7 +436,7 @@ class TaskContext:
              headers: Headers, partition: int | None) -> None:
         task = self._task
         if task.send_internal is not None and topic in task.internal_topics:
-            task.send_internal(topic, key, value, timestamp, headers, partition, task.origin())
+            task.send_internal(topic, key, value, timestamp, headers, partition, task.current_raw)
         else:
             task.collector.send(topic, key, value, timestamp, headers, partition)
 

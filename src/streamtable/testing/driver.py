@@ -29,10 +29,10 @@ from typing import Any
 from streamtable.config import StreamsConfig
 from streamtable.engine.batch import run_task_batch
 from streamtable.engine.ports import RecordOrdering
-from streamtable.engine.task import Task
+from streamtable.engine.task import Task, origin_of
 from streamtable.engine.wiring import punctuates_on_wall_clock, task_counts, wire
 from streamtable.partitioner import default_partition, task_of
-from streamtable.records import Headers, Origin, RawRecord
+from streamtable.records import Headers, RawRecord
 from streamtable.serde import Serde, serde_from
 from streamtable.state import InMemoryStoreBackend, KeyValueStore, ReadOnlyKeyValueStore
 from streamtable.state.base import TaskStatePersistence
@@ -149,17 +149,18 @@ class TopologyTestDriver:
             self._pending.append(raw)
 
     def send_internal(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-                      headers: Headers, partition: int | None, origin: Origin) -> None:
-        """A record of a repartition topic, with the position of the input record it came
-        from (named by errors downstream, as on Spark)."""
+                      headers: Headers, partition: int | None, cause: RawRecord | None) -> None:
+        """A record of a repartition topic, sent while ``cause`` was processed: it keeps the
+        position of the input record it came from (named by errors downstream, as on
+        Spark)."""
         raw = self._log(topic).append(0, timestamp, key, value, headers)
-        raw.origin = origin
+        raw.origin = origin_of(cause, self._wiring.internal_topics)
         if topic in self._task_by_topic:
             self._pending.append(raw)
 
     def _send_from_task(self, task_id: int, topic: str, key: bytes | None, value: bytes | None,
                         timestamp: int, headers: Headers, partition: int | None,
-                        origin: Origin | None = None) -> None:
+                        cause: RawRecord | None = None) -> None:
         """Batch mode: what task ``task_id`` sends. A record of a repartition topic is logged
         under the partition of the task that wrote it (its offsets in the order written, as
         the runtime's stage output) and goes to the task the runtime's shuffle gives it; a
@@ -167,7 +168,7 @@ class TopologyTestDriver:
         reader = self._reader.get(topic)
         if topic in self._wiring.internal_topics:
             raw = self._log(topic).append(task_id, timestamp, key, value, headers)
-            raw.origin = origin
+            raw.origin = origin_of(cause, self._wiring.internal_topics)
             if reader is not None:
                 self._batch.append((raw, task_of(key, partition, self._counts[reader])))
             return
@@ -395,9 +396,9 @@ class _TaskCollector:
                                      partition)
 
     def send_internal(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-                      headers: Headers, partition: int | None, origin: Origin) -> None:
+                      headers: Headers, partition: int | None, cause: RawRecord | None) -> None:
         self._driver._send_from_task(self._task_id, topic, key, value, timestamp, headers,
-                                     partition, origin)
+                                     partition, cause)
 
 
 class _KeptStates:

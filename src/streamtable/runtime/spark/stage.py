@@ -39,9 +39,10 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from streamtable.config import StreamsConfig
 from streamtable.engine.batch import BatchResult, Records, run_task_batch
 from streamtable.engine.ports import OutputWriter, TaskStatePersistence
+from streamtable.engine.task import OriginFinder, origin_of
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
-from streamtable.records import NO_ORIGIN, Headers, Origin, RawRecord, RecordRun
+from streamtable.records import Headers, Origin, RawRecord, RecordRun
 from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
@@ -147,9 +148,16 @@ class _Collector:
                  writer: str = "") -> None:
         self.internal = internal_topics
         self.task_id = task_id
-        # (kind, topic, partition, offset, timestamp, key, value, headers, route,
-        #  origin topic, origin partition, origin offset)
+        # (kind, topic, partition, offset, timestamp, key, value, headers, route)
         self.rows: list[tuple[Any, ...]] = []
+        # The origin of rows for repartition topics (ORIGIN_FIELDS) is made when rows become a
+        # record batch, from where the input record behind them changes: (index in ``rows``,
+        # that record); a record sent without a task has none. A record usually sends one row
+        # or several in a row, so this costs a comparison per row, not an origin.
+        self._marks: list[tuple[int, RawRecord | None]] = []
+        self._cause: RawRecord | None = None
+        # the origins of this task's input records of repartition topics (set by the stage)
+        self.find_origin: OriginFinder | None = None
         self.batches: list[pa.RecordBatch] = []
         self._count = 0  # rows so far: the next row's offset
         self.output = output
@@ -164,20 +172,46 @@ class _Collector:
         self.rows.append(row)
         self._count += 1
         if len(self.rows) >= ROW_CHUNK:
-            self.batches.append(_to_batch(self.rows))
-            self.rows = []
+            self._batch_rows()
+
+    def _batch_rows(self) -> None:
+        self.batches.append(_to_batch(self.rows, self._origins()))
+        self.rows = []
+        # the record behind the last rows may send more: it goes on at the next chunk's start
+        self._marks = [(0, self._cause)] if self._marks else []
 
     def send_internal(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-                      headers: Headers, partition: int | None, origin: Origin) -> None:
-        """A record for a repartition topic (the task sends each with its origin)."""
+                      headers: Headers, partition: int | None, cause: RawRecord | None) -> None:
+        """A record for a repartition topic, sent while the task processed ``cause``."""
+        if cause is not self._cause or not self._marks:
+            self._marks.append((len(self.rows), cause))
+            self._cause = cause
         hs = [{"key": k, "value": v} for k, v in headers] if headers else None
         self._row((KIND_INTERNAL, topic, self.task_id, self._count, timestamp,
-                   key, value, hs, partition, *origin))
+                   key, value, hs, partition))
+
+    def _origins(self) -> tuple[list[Any], list[Any], list[Any]] | None:
+        """The ORIGIN_FIELDS columns of ``rows`` (None: no row has one)."""
+        marks = self._marks
+        if not marks:
+            return None
+        first = marks[0][0]
+        topics: list[Any] = [None] * first
+        partitions: list[Any] = [None] * first
+        offsets: list[Any] = [None] * first
+        ends = [m[0] for m in marks[1:]] + [len(self.rows)]
+        for (start, cause), end in zip(marks, ends, strict=True):
+            t, p, o = origin_of(cause, self.internal, self.find_origin)
+            n = end - start
+            topics += [t] * n
+            partitions += [p] * n
+            offsets += [o] * n
+        return topics, partitions, offsets
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
-        if topic in self.internal:  # a host other than a task: no origin known
-            self.send_internal(topic, key, value, timestamp, headers, partition, NO_ORIGIN)
+        if topic in self.internal:  # a host other than a task: no input record known
+            self.send_internal(topic, key, value, timestamp, headers, partition, None)
         elif self.output is not None:
             self.sent[topic] += 1
             self.external.append({"topic": topic, "key": key, "value": value,
@@ -189,7 +223,7 @@ class _Collector:
             self.sent[topic] += 1
             hs = [{"key": k, "value": v} for k, v in headers] if headers else None
             self._row((KIND_EXTERNAL, topic, partition, self._count, timestamp,
-                       key, value, hs, None, None, None, None))
+                       key, value, hs, None))
 
     def write_external(self) -> None:
         """Hand the records for external topics held so far to the writer, as the next
@@ -206,25 +240,28 @@ class _Collector:
         for k, v in changes.items():
             self._row((KIND_STORE, store, self.task_id, self._count,
                        -1 if v is None else v[1], encode_key(k),
-                       None if v is None else encode_value(v), None, None, None, None, None))
+                       None if v is None else encode_value(v), None, None))
 
     def to_batches(self) -> list[pa.RecordBatch]:
         """Every row, as record batches (one empty batch when there is none)."""
         if self.rows or not self.batches:
-            self.batches.append(_to_batch(self.rows))
-            self.rows = []
+            self._batch_rows()
         return self.batches
 
 
-def _to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+def _to_batch(rows: list[tuple[Any, ...]],
+              origins: tuple[list[Any], list[Any], list[Any]] | None = None) -> pa.RecordBatch:
+    """``rows`` (OUTPUT_SCHEMA without the ORIGIN_FIELDS) and their origins, as a batch."""
     if not rows:
         return pa.RecordBatch.from_pylist([], schema=OUTPUT_SCHEMA)
     columns = list(zip(*rows, strict=True))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(col, type=field.type) for col, field in zip(columns, OUTPUT_SCHEMA,
-                                                              strict=True)],
-        schema=OUTPUT_SCHEMA,
-    )
+    fields = list(OUTPUT_SCHEMA)
+    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, fields,
+                                                                 strict=False)]
+    for i, (_, kind) in enumerate(ORIGIN_FIELDS):
+        arrays.append(pa.nulls(len(rows), kind) if origins is None
+                      else pa.array(origins[i], type=kind))
+    return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 
 def table_headers(table: pa.Table) -> list[Headers]:
@@ -236,25 +273,54 @@ def table_headers(table: pa.Table) -> list[Headers]:
 
 
 def table_records(table: pa.Table) -> list[RawRecord]:
-    """The rows of an Arrow table of ``RECORD_FIELDS`` (and maybe more) as raw records; rows
-    of a repartition topic (``ORIGIN_FIELDS`` set) with their origin."""
+    """The rows of an Arrow table of ``RECORD_FIELDS`` (and maybe more) as raw records."""
     if table.num_rows == 0:
         return []
-    columns = (table.column("topic").to_pylist(), table.column("partition").to_pylist(),
-               table.column("offset").to_pylist(), table.column("timestamp").to_pylist(),
-               table.column("key").to_pylist(), table.column("value").to_pylist(),
-               table_headers(table))
-    if "origin_offset" not in table.column_names or table.column("origin_offset").null_count \
-            == table.num_rows:
-        return [RawRecord(t, p, o, ts, k, v, hs)
-                for t, p, o, ts, k, v, hs in zip(*columns, strict=True)]
     return [
-        RawRecord(t, p, o, ts, k, v, hs, None if oo is None else (ot, op, oo))
-        for t, p, o, ts, k, v, hs, ot, op, oo in zip(
-            *columns, table.column("origin_topic").to_pylist(),
-            table.column("origin_partition").to_pylist(),
-            table.column("origin_offset").to_pylist(), strict=True)
+        RawRecord(t, p, o, ts, k, v, hs)
+        for t, p, o, ts, k, v, hs in zip(
+            table.column("topic").to_pylist(), table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(), table.column("timestamp").to_pylist(),
+            table.column("key").to_pylist(), table.column("value").to_pylist(),
+            table_headers(table), strict=True,
+        )
     ]
+
+
+class InputOrigins:
+    """The origins of a task's input records of repartition topics, found in its input rows
+    (``ORIGIN_FIELDS``) by position only when asked: when the task sends a record on to
+    another repartition, or names an input record in an error. Records are made without
+    them, so the record path pays nothing.
+
+    >>> rows = pa.table({"topic": ["app-r", "in"], "partition": [0, 0], "offset": [3, 9],
+    ...                  "origin_topic": ["in", None], "origin_partition": [1, None],
+    ...                  "origin_offset": [42, None]})
+    >>> InputOrigins(rows, frozenset({"app-r"}))(RawRecord("app-r", 0, 3, 0, None, None))
+    ('in', 1, 42)
+    """
+
+    def __init__(self, table: pa.Table, internal_topics: frozenset[str]) -> None:
+        self._table = table
+        self._internal = internal_topics
+        self._found: dict[tuple[str, int, int], Origin] | None = None
+
+    def __call__(self, raw: RawRecord) -> Origin | None:
+        if self._found is None:
+            self._found = self._index()
+        return self._found.get((raw.topic, raw.partition, raw.offset))
+
+    def _index(self) -> dict[tuple[str, int, int], Origin]:
+        table = self._table
+        if "origin_offset" not in table.column_names:
+            return {}
+        rows = table.filter(pa.compute.is_in(table.column("topic"),
+                                             pa.array(sorted(self._internal), pa.string())))
+        rows = rows.filter(pa.compute.is_valid(rows.column("origin_offset")))
+        return {(t, p, o): (ot, op, oo) for t, p, o, ot, op, oo in zip(
+            *(rows.column(c).to_pylist() for c in (
+                "topic", "partition", "offset", "origin_topic", "origin_partition",
+                "origin_offset")), strict=True)}
 
 
 class StageRunner:
@@ -451,16 +517,21 @@ class StageRunner:
 
     def run(self, task_id: int, table: pa.Table) -> list[pa.RecordBatch]:
         """Run the task over all of its records of this batch, in partition-group order."""
-        return self._run_batch(task_id, lambda ordering: ordering.merge(self._runs(table)))
+        return self._run_batch(task_id, lambda ordering: ordering.merge(self._runs(table)),
+                               table)
 
-    def _run_batch(self, task_id: int, records: Records) -> list[pa.RecordBatch]:
+    def _run_batch(self, task_id: int, records: Records,
+                   table: pa.Table | None = None) -> list[pa.RecordBatch]:
         """Run the task's batch through the batch host, then hand its results on: records for
-        external topics to a distributed writer, store changes and the rest as output rows."""
+        external topics to a distributed writer, store changes and the rest as output rows.
+        ``table``: the input rows, where the origins of records of repartition topics are."""
         assert self.batch_id is not None
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
         collector = _Collector(wiring.internal_topics, task_id, self.output, self.batch_id,
                                f"{self.subtopology}-{task_id}")
+        if table is not None:
+            collector.find_origin = InputOrigins(table, wiring.internal_topics)
         memory = TaskMemory()
         result = run_task_batch(topology, wiring, self.subtopology, task_id, self.batch_id,
                                 config=config, persistence=self.persistence,

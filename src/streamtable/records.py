@@ -22,13 +22,13 @@ NO_ORIGIN: Origin = ("", -1, -1)
 class RawRecord:
     """A record as it sits in a topic: serialized key and value plus its position.
 
-    A record of a repartition topic also carries its ``origin``, the position of the input
-    record it came from, so that an error downstream names a record users can find (a
-    repartition topic exists only inside a Spark batch).
+    ``origin`` is None; a record of a repartition topic may be a :class:`RoutedRecord`, which
+    carries the position of the input record it came from.
     """
 
-    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers",
-                 "origin")
+    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+    origin: Origin | None = None
 
     def __init__(
         self,
@@ -39,7 +39,6 @@ class RawRecord:
         key: bytes | None,
         value: bytes | None,
         headers: Headers = (),
-        origin: Origin | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -48,13 +47,31 @@ class RawRecord:
         self.key = key
         self.value = value
         self.headers = headers
-        self.origin = origin
 
     def __repr__(self) -> str:
         return (
             f"RawRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
             f"timestamp={self.timestamp}, key={self.key!r}, value={self.value!r})"
         )
+
+
+class RoutedRecord(RawRecord):
+    """A record of a repartition topic with its ``origin``: the position of the input record it
+    came from, so that an error downstream names a record users can find (a repartition topic
+    exists only inside a Spark batch). Records of other topics are plain :class:`RawRecord`,
+    made without it.
+
+    >>> RoutedRecord("app-r", 0, 3, 5, None, None, (), ("clicks", 1, 7)).origin
+    ('clicks', 1, 7)
+    """
+
+    __slots__ = ("origin",)
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int,
+                 key: bytes | None, value: bytes | None, headers: Headers,
+                 origin: Origin) -> None:
+        super().__init__(topic, partition, offset, timestamp, key, value, headers)
+        self.origin = origin
 
 
 class RecordRun:

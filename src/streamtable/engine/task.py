@@ -72,12 +72,13 @@ class Task:
         self.config = config
         self.collector = collector
         self.wiring = wiring or wire(topology, config)
-        # A host that carries records of repartition topics itself takes each with the input
-        # record being processed (``send_internal``), to keep its origin (RawRecord.origin);
-        # other hosts get every record through ``send``. ``find_origin``: the host's origin of
-        # a record of a repartition topic it did not set ``origin`` on.
-        self.send_internal: Callable[..., None] | None = getattr(collector, "send_internal",
-                                                                  None)
+        # A collector that keeps the origin of records for repartition topics (RawRecord.origin)
+        # reads the input record being processed from the task: it is bound to it. Its
+        # ``find_origin`` gives the origin of an input record of a repartition topic that
+        # does not carry one.
+        bind = getattr(collector, "bind", None)
+        if bind is not None:
+            bind(self)
         self.find_origin: OriginFinder | None = getattr(collector, "find_origin", None)
         self.internal_topics = self.wiring.internal_topics
         # the host's own dict (not a copy): the test driver adds topics as they are created
@@ -434,11 +435,7 @@ class TaskContext:
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
-        task = self._task
-        if task.send_internal is not None and topic in task.internal_topics:
-            task.send_internal(topic, key, value, timestamp, headers, partition, task.current_raw)
-        else:
-            task.collector.send(topic, key, value, timestamp, headers, partition)
+        self._task.collector.send(topic, key, value, timestamp, headers, partition)
 
     def record_dropped(self, processor: str, reason: str) -> None:
         self._task.record_dropped(processor, reason)

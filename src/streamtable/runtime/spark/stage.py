@@ -153,9 +153,11 @@ class _Collector:
         # The origin of rows for repartition topics (ORIGIN_FIELDS) is made when rows become a
         # record batch, from where the input record behind them changes: (index in ``rows``,
         # that record); a record sent without a task has none. A record usually sends one row
-        # or several in a row, so this costs a comparison per row, not an origin.
+        # or several in a row, so this costs a comparison per row, not an origin. Marks are
+        # at increasing rows: as many marks as rows means a mark per row.
         self._marks: list[tuple[int, RawRecord | None]] = []
         self._cause: RawRecord | None = None
+        self._task: Any = None  # the task collected for (bind), whose input record is read
         # the origins of this task's input records of repartition topics (set by the stage)
         self.find_origin: OriginFinder | None = None
         self.batches: list[pa.RecordBatch] = []
@@ -180,38 +182,73 @@ class _Collector:
         # the record behind the last rows may send more: it goes on at the next chunk's start
         self._marks = [(0, self._cause)] if self._marks else []
 
-    def send_internal(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-                      headers: Headers, partition: int | None, cause: RawRecord | None) -> None:
-        """A record for a repartition topic, sent while the task processed ``cause``."""
-        if cause is not self._cause or not self._marks:
-            self._marks.append((len(self.rows), cause))
-            self._cause = cause
-        hs = [{"key": k, "value": v} for k, v in headers] if headers else None
-        self._row((KIND_INTERNAL, topic, self.task_id, self._count, timestamp,
-                   key, value, hs, partition))
+    def bind(self, task: Any) -> None:
+        """Collect for ``task`` (see ``RecordCollector``): rows for repartition topics keep
+        the origin of its input record being processed."""
+        self._task = task
 
-    def _origins(self) -> tuple[list[Any], list[Any], list[Any]] | None:
+    def _origins(self) -> list[pa.Array] | None:
         """The ORIGIN_FIELDS columns of ``rows`` (None: no row has one)."""
         marks = self._marks
         if not marks:
             return None
-        first = marks[0][0]
-        topics: list[Any] = [None] * first
-        partitions: list[Any] = [None] * first
-        offsets: list[Any] = [None] * first
-        ends = [m[0] for m in marks[1:]] + [len(self.rows)]
-        for (start, cause), end in zip(marks, ends, strict=True):
-            t, p, o = origin_of(cause, self.internal, self.find_origin)
-            n = end - start
-            topics += [t] * n
-            partitions += [p] * n
-            offsets += [o] * n
-        return topics, partitions, offsets
+        n = len(self.rows)
+        if len(marks) == n and (columns := _positions([c for _, c in marks],
+                                                      self.internal)) is not None:
+            # a row per input record of an input topic, the usual case: columns at once
+            return [pa.array(column, kind) for column, (_, kind) in zip(columns, ORIGIN_FIELDS,
+                                                                         strict=True)]
+        ends: list[int] = []
+        values: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+        if marks[0][0]:  # rows sent before the task processed anything
+            ends.append(marks[0][0])
+            for column in values:
+                column.append(None)
+        topics, partitions, offsets = values
+        internal, find = self.internal, self.find_origin
+        for (start, cause), end in zip(marks, [m[0] for m in marks[1:]] + [n], strict=True):
+            if end == start:
+                continue
+            ends.append(end)
+            if cause is not None and cause.origin is None and cause.topic not in internal:
+                topics.append(cause.topic)  # the common case, spelled out: once per record
+                partitions.append(cause.partition)
+                offsets.append(cause.offset)
+            else:
+                t, p, o = origin_of(cause, internal, find)
+                topics.append(t)
+                partitions.append(p)
+                offsets.append(o)
+        if len(ends) * 4 <= n:  # runs of rows with one origin: decoded in Arrow
+            run_ends = pa.array(ends, pa.int32())
+            return [pa.compute.run_end_decode(pa.RunEndEncodedArray.from_arrays(
+                run_ends, pa.array(column, kind))) for column, (_, kind) in zip(
+                    values, ORIGIN_FIELDS, strict=True)]
+        if len(ends) < n:  # a few rows share their origin: repeated here
+            lengths = [b - a for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+            for i, column in enumerate(values):
+                flat: list[Any] = []
+                for value, k in zip(column, lengths, strict=True):
+                    flat += [value] * k
+                values[i][:] = flat
+        return [pa.array(column, kind) for column, (_, kind) in zip(values, ORIGIN_FIELDS,
+                                                                     strict=True)]
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
-        if topic in self.internal:  # a host other than a task: no input record known
-            self.send_internal(topic, key, value, timestamp, headers, partition, None)
+        if topic in self.internal:
+            cause = None if self._task is None else self._task.current_raw
+            marks = self._marks
+            if cause is not self._cause or not marks:
+                row = len(self.rows)
+                if marks and marks[-1][0] == row:  # the last mark has no row: replaced
+                    marks[-1] = (row, cause)
+                else:
+                    marks.append((row, cause))
+                self._cause = cause
+            hs = [{"key": k, "value": v} for k, v in headers] if headers else None
+            self._row((KIND_INTERNAL, topic, self.task_id, self._count, timestamp,
+                       key, value, hs, partition))
         elif self.output is not None:
             self.sent[topic] += 1
             self.external.append({"topic": topic, "key": key, "value": value,
@@ -249,18 +286,30 @@ class _Collector:
         return self.batches
 
 
+def _positions(causes: list[RawRecord | None], internal: frozenset[str]
+               ) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """(topics, partitions, offsets) of ``causes`` when all are records of input topics (their
+    own origins), else None."""
+    if None in causes or any(type(c) is not RawRecord for c in causes):
+        return None
+    topics = list(map(_TOPIC, causes))
+    if not internal.isdisjoint(topics):
+        return None
+    return topics, list(map(_PARTITION, causes)), list(map(_OFFSET, causes))
+
+
+_TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attrgetter("offset")
+
+
 def _to_batch(rows: list[tuple[Any, ...]],
-              origins: tuple[list[Any], list[Any], list[Any]] | None = None) -> pa.RecordBatch:
+              origins: list[pa.Array] | None = None) -> pa.RecordBatch:
     """``rows`` (OUTPUT_SCHEMA without the ORIGIN_FIELDS) and their origins, as a batch."""
     if not rows:
         return pa.RecordBatch.from_pylist([], schema=OUTPUT_SCHEMA)
     columns = list(zip(*rows, strict=True))
-    fields = list(OUTPUT_SCHEMA)
-    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, fields,
+    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, OUTPUT_SCHEMA,
                                                                  strict=False)]
-    for i, (_, kind) in enumerate(ORIGIN_FIELDS):
-        arrays.append(pa.nulls(len(rows), kind) if origins is None
-                      else pa.array(origins[i], type=kind))
+    arrays += origins or [pa.nulls(len(rows), kind) for _, kind in ORIGIN_FIELDS]
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 

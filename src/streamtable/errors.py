@@ -153,9 +153,9 @@ class ApplicationFailedError(StreamsError):
 
 
 class StoreNotReadyError(StreamsError):
-    """A store was read before the application's first micro-batch was served: it holds no
-    state yet, and an absent key would look like a key that does not exist. Wait with
-    ``app.wait_until_ready()``.
+    """A store was read through ``StreamsApp.ready_store`` (the HTTP API answers 503 with it)
+    before the application's first micro-batch was served: it holds no state yet, and an absent
+    key would look like a key that does not exist. Wait with ``app.wait_until_ready()``.
 
     >>> print(StoreNotReadyError("word-count", "counts"))  # doctest: +NORMALIZE_WHITESPACE
     store 'counts' of word-count has no state yet: the application has not finished its first

@@ -16,6 +16,11 @@ the heartbeat is not a record. After its records (stream-time punctuation follow
 the test driver) the task fires the wall-clock punctuations due at ``wall_clock_ms``, the
 batch's time as the driver recorded it with the batch id: a replay punctuates the same way.
 
+A row for a repartition topic carries the position of the input record it came from
+(``ORIGIN_FIELDS``, made when rows become a record batch, see ``_Collector``); a later stage
+finds it in its input rows only when it needs it (``InputOrigins``): an error there names the
+input record, and a repartition topic, which exists only inside the batch, never.
+
 A runner built once for every micro-batch of a query (``batch_id=None``) learns its batch from
 the batch context the driver sets on the Spark job (:func:`batch_context`, a local property
 tasks receive): the batch id, its wall-clock time and the offset range of each Kafka partition.

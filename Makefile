@@ -4,12 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test test-fast test-cluster soak lint demo bench bench-operators clean config-docs docs
+.PHONY: install test test-fast test-cluster soak lint demo bench bench-operators bench-nexmark clean config-docs docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,broker,dev,service,postgres,docs]'
+	$(PY) -m pip install -q -e '.[spark,broker,registry,dev,service,postgres,docs]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -57,6 +57,10 @@ bench: install
 # every DSL operator family on the Spark runtime, measured and checked (bench/operators/)
 bench-operators: install
 	$(PY) -m bench.operators $(ARGS)
+
+# the Nexmark queries on streamtable (and peers), measured and checked (bench/nexmark/)
+bench-nexmark: install
+	$(PY) -m bench.nexmark $(ARGS)
 
 clean:
 	rm -rf $(VENV) .streamtable .pytest_cache site

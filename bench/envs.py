@@ -22,7 +22,12 @@ REQUIREMENTS: dict[str, list[str]] = {
     "faust": ["faust-streaming==0.15.3"],
     # bytewax.connectors.kafka needs confluent-kafka (the "kafka" extra)
     "bytewax": ["bytewax[kafka]==0.21.1"],
-    "pathway": ["pathway==0.33.0"],
+    # the Nexmark contender produces its output with confluent-kafka
+    "pathway": ["pathway==0.33.0", "confluent-kafka==2.16.1"],
+    # the Nexmark Flink SQL contender: PyFlink bundles Flink (its jars, run on the machine's
+    # Java 17); no Kafka connector jar comes with it, so the contender reads and writes Kafka
+    # with confluent-kafka
+    "flink": ["apache-flink==2.3.0", "confluent-kafka==2.16.1"],
     # py-spy for --profile
     "tools": ["py-spy==0.4.3"],
 }

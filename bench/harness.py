@@ -34,10 +34,13 @@ def say(msg: str) -> None:
 # --------------------------------------------------------------------------------- topics
 
 
-def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+def create_topics(bootstrap: str, topics: dict[str, int],
+                  config: dict[str, str] | None = None) -> None:
+    """Create the missing ``topics`` (name -> partitions) with :data:`TOPIC_CONFIG`, updated
+    by ``config``."""
     from streamtable.kafka.admin import ensure_topics
 
-    ensure_topics(bootstrap, topics, TOPIC_CONFIG)
+    ensure_topics(bootstrap, topics, {**TOPIC_CONFIG, **(config or {})})
 
 
 def delete_matching(bootstrap: str, needles: Sequence[str], keep: Sequence[str] = ()) -> list[str]:
@@ -72,7 +75,7 @@ def group_progress(bootstrap: str, group: str, topic: str) -> int | None:
         return None
 
 
-def load_topic(bootstrap: str, topic: str, records: list[Record], partitions: int = 2, *,
+def load_topic(bootstrap: str, topic: str, records: Sequence[Record], partitions: int = 2, *,
                timestamps: Sequence[int] | None = None,
                placement: Sequence[int] | None = None) -> float:
     """Produce ``records`` (keyed ones by murmur2 like the Java client, records without a key
@@ -396,6 +399,11 @@ class TreeSampler(threading.Thread):
                 by_comm[c] = by_comm.get(c, 0) + r
             self.peak_procs = by_comm
         self.peak_pss = max(self.peak_pss, pss)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of every process of the tree so far (as last sampled; a
+        process that ended counts with what it had used at the last sample)."""
+        return sum(secs for _, secs in self.cpu.values())
 
     def cpu_by_kind(self) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -442,6 +442,14 @@ def run_latency(c: Contender, wl: str, bootstrap: str, run_dir: Path,
                 if diff is None:
                     break
                 time.sleep(0.5)
+            if diff is not None:
+                # the live consumer may have been handed an incomplete fetch: a fresh one tells
+                # a broker's fetch quirk (the keys are in the topic) from a lost record
+                count, again = watcher.reread()
+                diff = (f"{diff} for the live consumer; the topic read again ({count:,} "
+                        + ("records) is right: the live consumer missed records" if again is None
+                           else f"records): {again}: records lost"))
+                out["result_reread_ok"] = again is None
             out["result_check"] = "ok" if diff is None else diff
         else:
             out["result_check"] = "not checked: probes missing"

@@ -119,3 +119,12 @@ def read_topic(bootstrap: str) -> Callable[..., dict[int, list[Any]]]:
         return read_partitions(bootstrap, topic, partitions, timeout)
 
     return read
+
+
+@pytest.fixture(scope="session")
+def registry() -> Iterator[Any]:
+    """The development Schema Registry, in this process; ``registry.url`` is its URL."""
+    from streamtable.kafka.registry import DevelopmentRegistry
+
+    with DevelopmentRegistry() as r:
+        yield r

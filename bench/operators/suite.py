@@ -95,6 +95,13 @@ def run_family(family: Family, n: int, bootstrap: str, run_dir: Path,
            "--app-id", tag, "--state-dir", str(run_dir / "state"), "--status", str(status)]
     for kv in args.config:
         cmd += ["--config", kv]
+    profile = run_dir / "profiles" / f"{tag}.txt" if args.profile else None
+    if profile is not None:
+        from bench import envs
+
+        profile.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [str(envs.tool("tools", "py-spy")), "record", "--subprocesses", "--rate", "100",
+               "--format", "raw", "-o", str(profile), "--", *cmd]
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     watcher = OutputWatcher(bootstrap, output, family.name, check=None)
     watcher.start()
@@ -142,6 +149,11 @@ def run_family(family: Family, n: int, bootstrap: str, run_dir: Path,
                   proc.log_tail(15))
     delete_matching(bootstrap, [tag])
     log.info("%s: %s", family.name, report.one_line(row))
+    if profile is not None:
+        from bench.profile import summarize
+
+        log.info("%s: where the time went (py-spy, %s):\n%s", family.name,
+                 profile.relative_to(ROOT), summarize(profile) or "no samples")
     return row
 
 
@@ -199,6 +211,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds one family may run")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="extra StreamsApp settings for every family (experiments)")
+    p.add_argument("--profile", action="store_true",
+                   help="run each family under py-spy (sampling every process of its tree; "
+                        "slower) and log where the time went")
     args = p.parse_args(argv)
     try:
         args.sizes = [int(s) for s in args.records.split(",") if s.strip()]

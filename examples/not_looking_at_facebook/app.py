@@ -16,13 +16,15 @@ it starts, so ``notification-counts`` fills after that):
     streamtable run examples/not_looking_at_facebook/app.py --development-broker
 
 or run ``python examples/not_looking_at_facebook/app.py``: it starts the broker and the
-application itself, closes Facebook for a few users, and prints the notifications as they arrive
-(with ticks every 2 seconds and 20-second windows hopping every 2 seconds, so that final counts
-appear within a minute).
+application itself, closes Facebook for two users, and prints the notifications as they arrive
+(with ticks every 2 seconds: from the first micro-batch on, each tick notifies each of them) and
+the final count of each 20-second window (hopping every 2 seconds) as it closes, until each user
+has had the count of a window seen whole (about a minute).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from streamtable import (
@@ -63,8 +65,9 @@ class NotLookingTicker(Processor):
         pass  # the table keeps the store up to date; only the ticks notify
 
     def tick(self, now: int) -> None:
+        # a table's store gives each row as ValueAndTimestamp(value, timestamp)
         for user, state in self.states.all():
-            if state == "Closed":
+            if state.value == "Closed":
                 self.context.forward(Record(user, MESSAGE, now))
 
 
@@ -85,51 +88,85 @@ def build_topology(window_ms: int = 10 * MINUTE, advance_ms: int = MINUTE, grace
     return builder.build()
 
 
-def main() -> None:
-    """Start the development broker and the application, close Facebook for two users, and
-    print what arrives on ``notifications`` and ``notification-counts`` until a notification
-    and a final count of each of them have arrived (at most 90 seconds)."""
+def _clock(ms: int) -> str:
+    """A record's time of day, as the notifications and windows are shown."""
+    return datetime.fromtimestamp(ms / 1000).strftime("%H:%M:%S")
+
+
+def main(max_seconds: float = 150.0) -> None:
+    """Start the development broker and the application, close Facebook for two users, and print
+    what arrives: on every tick (2 seconds) a notification for each of them, and per user the
+    final count of each 20-second window as it closes. Stops once each of them has had the final
+    count of a window that opened after its first notification (a window seen whole), or after
+    ``max_seconds``."""
     import json
     import logging
     import tempfile
     import time
 
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+    from streamtable import StreamsApp
     from streamtable.kafka.admin import ensure_topics
     from streamtable.kafka.broker import EmbeddedBroker
+    from streamtable.kafka.client_log import with_client_log
     from streamtable.kafka.sink import close_producers
-    from streamtable import StreamsApp
 
     logging.basicConfig(level=logging.WARNING)
+    tick_ms, window_ms = 2_000, 20_000
+    print("starting a development broker and the application on Spark (its first micro-batch "
+          "comes some 20 seconds from now) ...", flush=True)
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
         ensure_topics(bootstrap, {"open": 1, "notifications": 1, "notification-counts": 1})
         settings = dict(config, **{"bootstrap.servers": bootstrap, "commit.interval.ms": 1000})
-        app = StreamsApp(build_topology(window_ms=20_000, advance_ms=2_000, tick_ms=2_000),
+        app = StreamsApp(build_topology(window_ms=window_ms, advance_ms=tick_ms, tick_ms=tick_ms),
                          config=settings, state_dir=tempfile.mkdtemp(),
                          development_broker=True)
-        producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+        producer = Producer(with_client_log({"bootstrap.servers": bootstrap,
+                                             "partitioner": "murmur2_random"}))
         for user, state in [("mark", "Open"), ("sheryl", "Closed"), ("chris", "Closed")]:
             producer.produce("open", key=user.encode(), value=state.encode())
         producer.flush(30)
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "facebook-demo",
-                             "auto.offset.reset": "earliest"})
-        consumer.subscribe(["notifications", "notification-counts"])
+        del producer  # closed while the broker is up
+        # read both topics from their start, assigned: no consumer group to join first
+        consumer = Consumer(with_client_log({"bootstrap.servers": bootstrap,
+                                             "group.id": "facebook-demo",
+                                             "enable.auto.commit": False}))
+        consumer.assign([TopicPartition("notifications", 0, OFFSET_BEGINNING),
+                         TopicPartition("notification-counts", 0, OFFSET_BEGINNING)])
         app.start()
         closed = {"sheryl", "chris"}
-        seen: dict[str, set[str]] = {"notifications": set(), "notification-counts": set()}
+        print(f"Facebook is closed for {' and '.join(sorted(closed))} (open for mark): a "
+              f"notification each every {tick_ms // 1000} seconds, and per user the count of "
+              f"each {window_ms // 1000}-second window once it has closed", flush=True)
+        first_tick: dict[str, int] = {}
+        seen_whole: set[str] = set()
+        drain_to = None  # once done: the notifications' end then, so that all are shown
         try:
-            deadline = time.monotonic() + 90  # Spark starts, then 20-second windows close
-            while time.monotonic() < deadline and any(s != closed for s in seen.values()):
+            deadline = time.monotonic() + max_seconds
+            while time.monotonic() < deadline:
+                if seen_whole == closed and drain_to is None:
+                    drain_to = consumer.get_watermark_offsets(
+                        TopicPartition("notifications", 0), timeout=10)[1]
+                if drain_to is not None and consumer.position(
+                        [TopicPartition("notifications", 0)])[0].offset >= drain_to:
+                    break
                 msg = consumer.poll(0.5)
                 if msg is None or msg.error():
                     continue
-                value = msg.value().decode()
-                if msg.topic() == "notification-counts":
-                    value = json.dumps(json.loads(value))
-                seen[msg.topic()].add(msg.key().decode())
-                print(f"{msg.topic()}: {msg.key().decode()}: {value}", flush=True)
+                user = msg.key().decode()
+                if msg.topic() == "notifications":
+                    at = msg.timestamp()[1]
+                    first_tick.setdefault(user, at)
+                    print(f"{_clock(at)} notifications: {user}: {msg.value().decode()}",
+                          flush=True)
+                    continue
+                count = json.loads(msg.value())
+                print(f"notification-counts: {user}: {count['notifications']} in "
+                      f"[{_clock(count['start'])}, {_clock(count['end'])})", flush=True)
+                if count["start"] >= first_tick.get(user, count["start"] + 1):
+                    seen_whole.add(user)
         finally:
             consumer.close()
             app.stop()

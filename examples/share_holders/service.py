@@ -172,8 +172,10 @@ class HttpServer:
                  **config: Any) -> None:
         import uvicorn
 
-        config.setdefault("log_config", None)  # keep the process's logging configuration
-        config.setdefault("log_level", "info")
+        # the process's logging configuration, levels included: uvicorn's loggers inherit the
+        # root's level (the service's --log-level), the demo quiets them to warnings
+        config.setdefault("log_config", None)
+        config.setdefault("log_level", None)
         self.host = host
         self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **config))
         self._thread: threading.Thread | None = None

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
         Record,
     )
     from streamtable.runtime.spark import StreamsApp
+    from streamtable.state.timestamped import ValueAndTimestamp
+    from streamtable.state.window_store import WindowStore
     from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
     from streamtable.topology import Topology
     from streamtable.windowing import (
@@ -64,7 +66,9 @@ if TYPE_CHECKING:
         SlidingWindows,
         Suppressed,
         TimeWindows,
+        Window,
         Windowed,
+        Windows,
     )
 
 # Names are imported when first used: Spark's Python processes that only unpickle the Kafka
@@ -104,7 +108,11 @@ _EXPORTS = {
     "SessionWindows": "streamtable.windowing",
     "TimeWindows": "streamtable.windowing",
     "Windowed": "streamtable.windowing",
+    "Window": "streamtable.windowing",
+    "Windows": "streamtable.windowing",
     "StreamsApp": "streamtable.runtime.spark",
+    "ValueAndTimestamp": "streamtable.state.timestamped",
+    "WindowStore": "streamtable.state.window_store",
     "TestInputTopic": "streamtable.testing",
     "TestOutputTopic": "streamtable.testing",
     "TopologyTestDriver": "streamtable.testing",
@@ -147,7 +155,11 @@ __all__ = [
     "SlidingWindows",
     "Suppressed",
     "TimeWindows",
+    "Window",
     "Windowed",
+    "Windows",
+    "WindowStore",
+    "ValueAndTimestamp",
     "Topology",
     "TopologyBuilder",
     "TopologyError",

@@ -162,6 +162,11 @@ SETTINGS: tuple[Setting, ...] = (
             "How long a batch waits for an unreachable Kafka (planning, reading, writing), "
             "saying every ten seconds what it waits for, before the application stops with an "
             "error.", True, _integer(0)),
+    Setting("lease.timeout.ms", 30_000, "an integer >= 1000",
+            "How long a run's lease on its state location lasts without a heartbeat (it beats "
+            "every third of this): a run killed on another host blocks a restart this long (on "
+            "the same host, not at all), and a run taking over waits at most this long for the "
+            "old one to stop.", False, _integer(1000)),
     Setting("serving.url", None, "postgresql://... or a SQLite file path, or unset",
             "Where the queryable stores are served from (default: SQLite in state.dir).",
             False, _text(optional=True)),
@@ -303,6 +308,12 @@ class StreamsConfig:
             self._values[key] = v if is_client_key(key) else check_value(key, v)
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The value of setting ``key`` (or ``default``; ``config[key]`` raises instead).
+
+        >>> config = StreamsConfig({"application.id": "app", "commit.interval.ms": 500})
+        >>> config.get("commit.interval.ms"), config.get("no.such.key", "-")
+        (500, '-')
+        """
         return self._values.get(key, default)
 
     def __getitem__(self, key: str) -> Any:
@@ -313,7 +324,11 @@ class StreamsConfig:
         return dict(self._values)
 
     def redacted(self) -> dict[str, Any]:
-        """Every setting, with the values of secret keys replaced (for logs and messages)."""
+        """Every setting, with the values of secret keys replaced (for logs and messages).
+
+        >>> StreamsConfig({"sasl.password": "hunter2"}).redacted()["sasl.password"]
+        '********'
+        """
         return redacted(self._values)
 
     def __repr__(self) -> str:
@@ -327,34 +342,47 @@ class StreamsConfig:
 
     @property
     def application_id(self) -> str:
+        """``application.id``."""
         return str(self._values["application.id"])
 
     @property
     def caching_enabled(self) -> bool:
+        """Whether record caches are on (``cache.max.bytes.buffering > 0``)."""
         return int(self._values["cache.max.bytes.buffering"]) > 0
 
     @property
     def cache_max_entries(self) -> int:
+        """How many entries a task's record cache holds, from ``cache.max.bytes.buffering``."""
         return max(1, int(self._values["cache.max.bytes.buffering"]) // CACHE_BYTES_PER_ENTRY)
 
     @property
     def default_key_serde(self) -> Serde:
-        return serde_from(self._values["default.key.serde"])
+        """The serde of ``default.key.serde``, for keys."""
+        return serde_from(self._values["default.key.serde"], key=True)
 
     @property
     def default_value_serde(self) -> Serde:
+        """The serde of ``default.value.serde``."""
         return serde_from(self._values["default.value.serde"])
 
     @property
     def dead_letter_topic(self) -> str | None:
+        """``errors.dead.letter.queue.topic.name``, or None."""
         return self._values.get("errors.dead.letter.queue.topic.name")
 
     @property
     def rocksdb_stores(self) -> bool:
+        """Whether tasks keep their stores in RocksDB (``default.dsl.store=rocksDB``)."""
         return bool(self._values["default.dsl.store"] == "rocksDB")
 
     def handler(self, key: str) -> str:
-        """``fail`` or ``continue``; with a dead-letter topic the default is ``continue``."""
+        """``fail`` or ``continue``; with a dead-letter topic the default is ``continue``.
+
+        >>> key = "processing.exception.handler"
+        >>> StreamsConfig().handler(key), StreamsConfig({
+        ...     "errors.dead.letter.queue.topic.name": "dlq"}).handler(key)
+        ('fail', 'continue')
+        """
         value = self._values.get(key)
         if value is None:
             return "continue" if self.dead_letter_topic else "fail"

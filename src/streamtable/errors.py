@@ -6,11 +6,25 @@ from pathlib import Path
 
 
 class StreamsError(Exception):
-    """Base class of every error raised by streamtable."""
+    """Base class of every error raised by streamtable.
+
+    >>> issubclass(ProcessingError, StreamsError), issubclass(TopologyError, StreamsError)
+    (True, True)
+    """
 
 
 class TopologyError(StreamsError):
-    """The topology is invalid (raised while it is built or described)."""
+    """The topology is invalid (raised while it is built or described).
+
+    >>> from streamtable import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> _ = b.table("users", materialized="users")
+    >>> try:
+    ...     b.table("accounts", materialized="users")
+    ... except TopologyError as e:
+    ...     print(e)
+    a store named 'users' already exists
+    """
 
 
 class RecordError(StreamsError):
@@ -70,7 +84,12 @@ def show_key(key: bytes) -> str:
 
 
 class DeserializationError(RecordError):
-    """A record's key or value could not be decoded by its serde."""
+    """A record's key or value could not be decoded by its serde.
+
+    >>> e = DeserializationError("value is not JSON", topic="clicks", partition=2, offset=41)
+    >>> e.topic, e.offset, e.advice.split(",")[0]
+    ('clicks', 41, "produce records the topic's serde can read")
+    """
 
     advice = ("produce records the topic's serde can read, or set "
               "default.deserialization.exception.handler=continue to skip such records (counted "
@@ -79,7 +98,18 @@ class DeserializationError(RecordError):
 
 
 class ProcessingError(RecordError):
-    """A user function (predicate, mapper, aggregator, ...) raised while processing a record."""
+    """A user function (predicate, mapper, aggregator, ...) raised while processing a record.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").map_values(lambda v: 1 / v).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> try:
+    ...     driver.create_input_topic("in").pipe_input("k", 0)
+    ... except ProcessingError as e:
+    ...     print(e.topic, e.offset, type(e.__cause__).__name__)
+    in 0 ZeroDivisionError
+    """
 
     advice = ("fix the operator's function for such records, or set "
               "processing.exception.handler=continue to skip them (counted and logged), or "
@@ -100,6 +130,54 @@ class StorageError(StreamsError, OSError):
         super().__init__(f"cannot {action} {path}: {error}")
         self.path = path
         self.errno = error.errno
+
+
+class LeaseHeldError(StreamsError):
+    """Another run of the application holds its lease (see :mod:`streamtable.storage.lease`):
+    two runs must never write at once.
+
+    >>> print(LeaseHeldError("word-count", "host a, pid 7, since 2026-01-01 10:00:00 UTC",
+    ...                      30_000))  # doctest: +NORMALIZE_WHITESPACE
+    word-count is already running (host a, pid 7, since 2026-01-01 10:00:00 UTC), and two runs
+    of one application must not write at once. Stop that run first, or start this one with
+    --take-over (StreamsApp.start(take_over=True)) to fence it: it stops at its next commit. A
+    run that was killed releases its lease when its heartbeat is 30 s old (lease.timeout.ms), at
+    once on the same host.
+    """
+
+    def __init__(self, application_id: str, holder: str, timeout_ms: int) -> None:
+        super().__init__(
+            f"{application_id} is already running ({holder}), and two runs of one application "
+            "must not write at once. Stop that run first, or start this one with --take-over "
+            "(StreamsApp.start(take_over=True)) to fence it: it stops at its next commit. A run "
+            f"that was killed releases its lease when its heartbeat is {timeout_ms / 1000:.0f} s "
+            "old (lease.timeout.ms), at once on the same host.")
+        self.application_id = application_id
+        self.holder = holder
+
+
+class LeaseLostError(StreamsError):
+    """Another run of the application took over its lease: this run is fenced and writes no
+    more state or output.
+
+    >>> print(LeaseLostError("word-count", 3, "host b, pid 9, since 2026-01-01 10:05:00 UTC"))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    word-count was taken over by another run (host b, pid 9, since 2026-01-01 10:05:00 UTC):
+    this run (lease epoch 3) is fenced and stopped without committing its batch; the new run
+    goes on from the last committed one.
+    """
+
+    advice = ("nothing if the take-over was meant; otherwise stop the other run before starting "
+              "this one again")
+
+    def __init__(self, application_id: str, epoch: int, holder: str | None) -> None:
+        by = f"another run ({holder})" if holder else "another run (its lease was deleted)"
+        super().__init__(
+            f"{application_id} was taken over by {by}: this run (lease epoch {epoch}) is fenced "
+            "and stopped without committing its batch; the new run goes on from the last "
+            "committed one.")
+        self.application_id = application_id
+        self.epoch = epoch
 
 
 class ApplicationFailedError(StreamsError):

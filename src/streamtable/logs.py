@@ -14,21 +14,28 @@ import logging
 from pathlib import Path
 from typing import Any, TextIO
 
+from streamtable.kafka.client_log import LIBRDKAFKA_LOGGER_NAME
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_FILE_NAME = "streamtable.log"
-# the Python side of Spark's JVM bridge: its errors repeat the JVM's stack traces
-NOISY_LOGGERS = ("py4j",)
+# the Python side of Spark's JVM bridge: its errors repeat the JVM's stack traces; librdkafka's
+# lines (kafka/client_log.py): connections its clients retry, on every broker restart or stop
+NOISY_LOGGERS = ("py4j", LIBRDKAFKA_LOGGER_NAME)
 
 
 def configure_logging(verbose: bool = False) -> None:
-    """Our loggers at INFO (DEBUG when ``verbose``) on stderr; py4j's only with ``verbose``."""
+    """Our loggers at INFO (DEBUG when ``verbose``) on stderr; py4j's and librdkafka's only with
+    ``verbose``."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT)
     for name in NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+        noisy = logging.getLogger(name)
+        noisy.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+        noisy.propagate = True
 
 
 def log_to_file(path: Path) -> logging.Handler:
-    """Append every log line (py4j's included) to ``path`` too; returns the handler."""
+    """Append every log line (py4j's and librdkafka's warnings and errors included) to ``path``
+    too; returns the handler."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
@@ -55,6 +62,7 @@ class ProgressLine:
         self.metrics = metrics
         self.stream = stream
         self.shown = ""
+        self._rate = ""
         console = [h for h in logging.getLogger().handlers
                    if isinstance(h, logging.StreamHandler)
                    and not isinstance(h, logging.FileHandler)]
@@ -64,10 +72,13 @@ class ProgressLine:
 
     def text(self) -> str:
         m = self.metrics
-        rate = m.last_batch_records / m.last_batch_seconds if m.last_batch_seconds else 0.0
+        # the rate of the last batch that read records (none before the first one)
+        if m.last_batch_records and m.last_batch_seconds:
+            self._rate = f" ({m.last_batch_records / m.last_batch_seconds:.0f} records/s)"
         lag = m.total_lag
-        return (f"{m.application_id}: {m.batches} batches, {m.records_in} records "
-                f"({rate:.0f} records/s)" + ("" if lag is None else f", {lag} behind"))
+        return (f"{m.application_id}: {m.batches} batch{'' if m.batches == 1 else 'es'}, "
+                f"{m.records_in} record{'' if m.records_in == 1 else 's'}{self._rate}"
+                + ("" if lag is None else f", {lag} behind"))
 
     def update(self) -> None:
         text = self.text()

@@ -117,3 +117,10 @@ class RecordRun:
         return [RawRecord(topic, partition, o, t, k, v, h)  # type: ignore[arg-type]
                 for o, t, k, v, h in zip(self.offsets, self.timestamps, self.keys,
                                          self.values, self.headers, strict=True)]
+
+
+#: a record for an external topic, as a task hands it to an output writer: ``(topic, key,
+#: value, timestamp, headers, partition)``, ``partition`` None for the key's default partition
+#: (a plain tuple: a task makes one per output record)
+OutputRecord = tuple[str, bytes | None, bytes | None, int, list[tuple[str, bytes | None]],
+                     int | None]

@@ -3,7 +3,9 @@
 ``spark_cluster`` starts a master and N workers from the pyspark wheel (``spark-class``, the
 wheel has no ``start-*.sh``). Each worker runs in its own mount namespace (``unshare``, needs
 root) with private tmpfs mounts over ``/tmp`` and over :attr:`SparkCluster.node_dir`, so the
-workers share no local disk, as two machines would not: the same path (``node_dir``) is a
+workers share no local disk, as two machines would not (what they run from ``/tmp``, a clone
+and its virtual environment there, is bound back over the private ``/tmp``, as the same code
+installed on every machine; :func:`private_tmp_script`): the same path (``node_dir``) is a
 different, empty directory on each worker and on the driver. Under ``node_dir`` each worker has
 ``work`` (its work dir: executor logs, fetched files), ``spark-local`` (``SPARK_LOCAL_DIRS``:
 shuffle and blocks) and ``state`` (the worker-local state directory an application may use).
@@ -288,10 +290,12 @@ class SparkCluster:
         if i > len(self.workers):
             raise ValueError(f"start worker-{len(self.workers)} first")
         node = shlex.quote(str(self.node_dir))
-        mounts = (["/tmp"] if self.private_tmp else []) + [str(self.node_dir)]
-        script = "set -e\n" + "".join(
-            f"mkdir -p {shlex.quote(m)}\n"
-            f"mount -t tmpfs -o mode=1777 streamtable-{name} {shlex.quote(m)}\n" for m in mounts
+        script = "set -e\n"
+        if self.private_tmp:
+            script += private_tmp_script(name, code_paths())
+        script += (
+            f"mkdir -p {node}\n"
+            f"mount -t tmpfs -o mode=1777 streamtable-{name} {node}\n"
         ) + (
             f"cd {node}\nmkdir -p work spark-local state\necho {name} > NODE\n"
             'exec "$0" org.apache.spark.deploy.worker.Worker "$@"\n'
@@ -434,6 +438,49 @@ def _kill_all(processes: Callable[[], dict[int, str]], timeout: float = 30.0) ->
         return not processes()
 
     wait_until(all_dead, timeout, "processes to die")
+
+
+def code_paths() -> list[str]:
+    """What a worker runs from the driver's file system: the interpreter's prefix (a virtual
+    environment), pyspark's ``SPARK_HOME`` and every directory of the import path the executors
+    are given (the clone's ``src``, the repository root)."""
+    from streamtable.runtime.spark.process.session import worker_pythonpath
+
+    paths = [sys.prefix, sys.base_prefix, str(SPARK_HOME), os.path.dirname(sys.executable)]
+    paths += [p for p in worker_pythonpath().split(os.pathsep) if p]
+    return paths
+
+
+def kept_under(root: str, paths: list[str]) -> list[str]:
+    """The directories of ``paths`` strictly under ``root`` (resolved), without those inside
+    another one: what a private mount over ``root`` must show again.
+
+    >>> kept_under("/tmp", ["/tmp/clone/.venv", "/tmp/clone", "/usr/lib", "/tmp", "/tmpx/a"])
+    ['/tmp/clone']
+    """
+    base = os.path.realpath(root)
+    found = sorted({os.path.realpath(p) for p in paths
+                    if os.path.realpath(p).startswith(base + os.sep)})
+    return [p for p in found if not any(p.startswith(q + os.sep) for q in found if q != p)]
+
+
+def private_tmp_script(name: str, code: list[str]) -> str:
+    """Shell lines that mount an empty tmpfs over ``/tmp`` and then bind the directories of
+    ``code`` under ``/tmp`` (the driver's clone, its virtual environment) back to their paths,
+    from the ``/tmp`` they hide (held open as file descriptor 3): a worker on a machine of its
+    own has its own ``/tmp``, and the same code wherever the clone lives."""
+    keep = [p for p in kept_under("/tmp", code) if os.path.isdir(p)]
+    lines = ["exec 3</tmp\n"] if keep else []
+    lines.append(f"mount -t tmpfs -o mode=1777 streamtable-{name} /tmp\n")
+    for path in keep:
+        inside = os.path.relpath(path, os.path.realpath("/tmp"))
+        # --no-canonicalize: resolved by the kernel, through the descriptor, to the hidden /tmp
+        lines.append(f"mkdir -p {shlex.quote(path)}\n"
+                     f'mount --no-canonicalize --bind "/proc/$$/fd/3/"{shlex.quote(inside)} '
+                     f"{shlex.quote(path)}\n")
+    if keep:
+        lines.append("exec 3<&-\n")
+    return "".join(lines)
 
 
 def _java_opts(props: Mapping[str, str]) -> str:

@@ -197,3 +197,69 @@ def test_a_worker_local_state_location_is_refused_at_start(
     assert "s3://" in message
     assert not app.is_running
     assert time.monotonic() - started < 120
+
+
+def test_one_writer_on_the_cluster_a_second_run_refused_then_taking_over(
+        cluster: SparkCluster, s3: S3Server, session: Any, bootstrap: str,
+        tmp_path: Path) -> None:
+    """Two runs of one application with its lease on S3: the second is refused naming the
+    first; with take-over the first is fenced and stops, the second finishes, and the table and
+    the output equal the test driver's (no count produced twice)."""
+    import socket
+
+    from streamtable.errors import ApplicationFailedError, LeaseHeldError
+
+    word_count = _example("word_count.app")
+    src, out = new_topics(bootstrap, 2, "lease-lines", "lease-counts")
+    rng = random.Random(5)
+    rounds = [[" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
+               for _ in range(1200)] for _ in range(3)]
+
+    def app() -> StreamsApp:
+        return _app(word_count.build_topology(src, out), "wc-lease", session, bootstrap,
+                    tmp_path, s3.uri("state"), **word_count.config,
+                    **{"lease.timeout.ms": 6000})
+
+    first, second = app(), app()
+    produce(bootstrap, src, [(None, line.encode()) for line in rounds[0]])
+    first.start()
+    try:
+        wait_until(lambda: first.batches >= 2, 240, "two batches on the cluster")
+        with pytest.raises(LeaseHeldError) as refused:
+            second.start()
+        assert f"host {socket.gethostname()}, pid {os.getpid()}" in str(refused.value)
+        assert first.is_running
+        produce(bootstrap, src, [(None, line.encode()) for line in rounds[1]])
+        second.start(take_over=True)
+        assert not first.is_running, "the fenced run still runs after the take-over"
+        with pytest.raises(ApplicationFailedError, match="taken over by another run"):
+            first.raise_if_failed()
+        fenced_at = first.batches
+        produce(bootstrap, src, [(None, line.encode()) for line in rounds[2]])
+        second.process_all_available()
+        assert first.batches == fenced_at
+    finally:
+        first.stop()
+        second.stop()
+
+    driver = TopologyTestDriver(word_count.build_topology(src, out), word_count.config)
+    lines = driver.create_input_topic(src)
+    for chunk in rounds:
+        for line in chunk:
+            lines.pipe_input(None, line)
+    final = driver.get_key_value_store("counts-store").to_dict()
+    assert final and second.store("counts-store").to_dict() == final
+    per_word: dict[str, list[int]] = {}
+    for msgs in read_partitions(bootstrap, out).values():
+        for m in msgs:
+            per_word.setdefault(m.key().decode(), []).append(struct.unpack(">q", m.value())[0])
+    assert {w: seq[-1] for w, seq in per_word.items()} == final
+    for word, seq in per_word.items():
+        assert seq == sorted(set(seq)), f"{word}: a count was produced twice or went back"
+    # the lease is on S3, beside the state: two claims, the first given up
+    objects = s3.filesystem().get_file_info(
+        __import__("pyarrow.fs").fs.FileSelector(f"{s3.bucket}/state/wc-lease/lease"))
+    names = sorted(o.base_name for o in objects)
+    assert [n.split(".")[1] for n in names if n.startswith("000000000001")] == [
+        "beat", "claim", "released"]
+    assert any(n.startswith("000000000002") and n.endswith(".claim") for n in names)

@@ -165,3 +165,58 @@ def test_a_branch_with_one_child_still_forwards_by_name():
     driver = TopologyTestDriver(b.build())
     driver.create_input_topic("in").pipe_input("k", 1)
     assert driver.create_output_topic("out").read_values() == [1]
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_a_repartitioned_table_meets_a_source_table_in_its_partition(partitions):
+    """A table aggregated after a repartition, joined with a table of an external topic: the
+    repartition topic's records go where Kafka's default partitioner puts their key in that
+    topic (Kafka Streams co-partitions them), so every key meets its row as record by record."""
+    import json
+
+    from streamtable.partitioner import default_partition
+
+    b = StreamsBuilder()
+    counts = b.stream("in").group_by(lambda k, v: v).count("counts")
+    counts.join(b.table("names", materialized="names"), lambda c, n: [c, n],
+                materialized="joined")
+    tables = []
+    for batch_mode in (False, True):
+        driver = TopologyTestDriver(b.build(), batch_mode=batch_mode)
+        words = driver.create_input_topic("in", partitions=partitions)
+        names = driver.create_input_topic("names", partitions=partitions)
+        for i, k in enumerate("abcdefghij"):
+            names.pipe_input(k, k.upper(), timestamp=i,
+                             partition=default_partition(json.dumps(k).encode(), partitions))
+            words.pipe_input(i, k, timestamp=i, partition=i % partitions)
+        if batch_mode:
+            driver.run_batch()
+        tables.append(driver.get_key_value_store("joined").to_dict())
+    assert tables[0] == tables[1] == {k: [1, k.upper()] for k in "abcdefghij"}
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_equal_keys_made_in_different_ways_meet_in_one_task(partitions):
+    """A repartitioned record goes to the task its key's bytes hash to: equal tuple keys whose
+    parts Python shares differently (an int held elsewhere too, a string interned or not) must
+    write the same bytes, or their counts split over tasks."""
+    b = StreamsBuilder()
+    (b.stream("in")
+     .flat_map(lambda k, v: [(("x", v["n"]), 1), (("y", v["n"]), 1)] if v["both"]
+               else [(("y", "".join(["i", "d"]) if v["n"] < 0 else v["n"]), 1)])
+     .group_by_key().count()
+     .to_stream().to("out"))
+    driver = TopologyTestDriver(b.build(), batch_mode=True)
+    topic = driver.create_input_topic("in", partitions=partitions)
+    for i in range(10):
+        n = int("1001") if i % 3 else -1
+        topic.pipe_input(i, {"n": n, "both": i % 2 == 0}, timestamp=i, partition=i % partitions)
+    driver.run_batch()
+    counts = {tuple(k): v for k, v in driver.create_output_topic("out").read_key_values()}
+    expected: dict = {}
+    for i in range(10):
+        n = int("1001") if i % 3 else -1
+        keys = [("x", n), ("y", n)] if i % 2 == 0 else [("y", "id" if n < 0 else n)]
+        for key in keys:
+            expected[key] = expected.get(key, 0) + 1
+    assert counts == expected

@@ -30,6 +30,7 @@ from streamtable.kafka.sink import (
     murmur2,
     produce_rows,
 )
+from streamtable.partitioner import positive_hashes
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -92,6 +93,30 @@ def test_default_partition_matches_librdkafka_murmur2_partitioner(bootstrap, new
         )
     assert producer.flush(10) == 0
     assert delivered == {key: default_partition(key, 5) for key in keys}
+
+
+def test_hashes_of_many_keys_at_once_are_murmur2s() -> None:
+    rng = random.Random(11)  # many keys of a few lengths (hashed as columns), and stragglers
+    keys = ([rng.randbytes(n) for n in (0, 1, 2, 3, 4, 5, 8, 13, 22) for _ in range(40)]
+            + [rng.randbytes(n) for n in range(1, 301)] + [b"key-%d" % i for i in range(500)])
+    rng.shuffle(keys)
+    assert positive_hashes(keys) == [murmur2(k) & 0x7FFFFFFF for k in keys]
+
+
+def test_a_chunk_of_rows_lands_where_the_default_partitioner_puts_each(
+    bootstrap, new_topic, read_topic
+) -> None:
+    topic = new_topic(3)
+    rows = [{"topic": topic, "key": b"user-%d@%d" % (i % 97, i), "value": b"%d" % i}
+            for i in range(3000)]
+    rows[5]["key"] = None  # round-robin by position among the null keys
+    rows[6]["partition"] = 2  # explicit
+    produce_rows(bootstrap, rows, 0, "app")
+    placed = {m.value(): m.partition() for msgs in read_topic(topic).values() for m in msgs}
+    assert len(placed) == 3000
+    assert placed[b"5"] == 0 and placed[b"6"] == 2
+    assert all(placed[r["value"]] == default_partition(r["key"], 3)
+               for r in rows if r["key"] is not None and "partition" not in r)
 
 
 # ---------------------------------------------------------------------------- producing

@@ -44,6 +44,23 @@ def test_one_final_count_per_window_once_it_closes(cache):
     assert driver.dropped_records == {"late record for a closed window": 1}
 
 
+@pytest.mark.parametrize("cache", [True, False])
+def test_windows_closing_at_one_time_leave_in_key_order(cache):
+    """Kafka Streams forwards the keys a buffer holds under one time by their bytes: the windows
+    of one close leave in key order, whatever order they arrived in."""
+    driver, clicks, final = _driver(cache)
+    keys = ["m", "b", "z", "a", "q", "c"]
+    for i, key in enumerate(keys):
+        clicks.pipe_input(key, "x", timestamp=i)
+    clicks.pipe_input("y", "x", timestamp=12)  # [10, 20) of y: held under a later time
+    clicks.pipe_input("d", "x", timestamp=9)  # one more key for [0, 10), after the others
+    clicks.pipe_input("y", "x", timestamp=15)  # closes [0, 10)
+    assert [r.key for r in final.read_records()] == [
+        f"{k}@0-10" for k in sorted([*keys, "d"])]
+    clicks.pipe_input("y", "x", timestamp=25)  # closes [10, 20)
+    assert final.read_key_values() == [("y@10-20", 2)]
+
+
 def test_session_windows_emit_each_final_session_once():
     driver, clicks, final = _driver(cache=True, sessions=True)
     for ts in (0, 3, 6, 30):
@@ -116,3 +133,28 @@ def test_emit_strategy_on_window_close_forwards_final_results_only():
     assert driver.create_output_topic("final").read_key_values() == [("a@0", 2), ("a@10", 1)]
     # intermediate results stay queryable until the store's retention (10 + 5) expires them
     assert driver.get_window_store("counts").fetch_all() == [(Windowed("a", 30, 40), 1)]
+
+
+def test_kafka_final_results_for_session_windows():
+    """SuppressScenarioTest.shouldSupportFinalResultsForSessionWindows: gap 5 without grace,
+    caching off; the raw changes and the final results, with their timestamps."""
+    b = StreamsBuilder()
+    counts = (b.stream("input").group_by(lambda k, v: k)
+              .windowed_by(SessionWindows.of_inactivity_gap(5))
+              .count("counts"))
+    (counts.suppress(Suppressed.until_window_closes())
+     .to_stream(lambda w, v: f"[{w.key}@{w.start}/{w.end}]").to("output-suppressed"))
+    counts.to_stream(lambda w, v: f"[{w.key}@{w.start}/{w.end}]").to("output-raw")
+    driver = TopologyTestDriver(b.build(), {"cache.max.bytes.buffering": 0})
+    topic = driver.create_input_topic("input")
+    for key, ts in [("k1", 0), ("k1", 5), ("k1", 1), ("k2", 11), ("k1", 5), ("k1", 30)]:
+        topic.pipe_input(key, "v1", timestamp=ts)
+
+    def read(name):
+        return [(r.key, r.value, r.timestamp)
+                for r in driver.create_output_topic(name).read_records()]
+
+    assert read("output-raw") == [
+        ("[k1@0/0]", 1, 0), ("[k1@0/0]", None, 0), ("[k1@0/5]", 2, 5), ("[k1@0/5]", None, 5),
+        ("[k1@0/5]", 3, 5), ("[k2@11/11]", 1, 11), ("[k1@30/30]", 1, 30)]
+    assert read("output-suppressed") == [("[k1@0/5]", 3, 5), ("[k2@11/11]", 1, 11)]

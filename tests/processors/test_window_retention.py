@@ -76,7 +76,7 @@ def test_sessions_expire_by_their_end_and_are_queried_by_key(cache):
     for key, ts in [("a", 0), ("a", 3), ("b", 4), ("a", 20)]:
         topic.pipe_input(key, "x", timestamp=ts)
     sessions = driver.get_session_store("sessions")
-    # retention 5 + 2: at stream time 20 the sessions that ended at 13 or before are gone
+    # retention 5 + 2: at stream time 20 the sessions that ended before 13 are gone
     assert sessions.fetch("a") == [(Windowed("a", 20, 20), 1)]
     assert sessions.fetch("b") == []
     assert out.read_key_values()[-1] == ("a@20", 1)

@@ -60,6 +60,7 @@ class Model:
     """One task's store (window -> (aggregate, timestamp)), stream time and late records."""
 
     expire_by_end = False
+    kept_past_retention = 0
     late_reason = LATE_WINDOW
 
     def __init__(self, windows: Any, retention: int, aggregator: Any = add) -> None:
@@ -72,7 +73,7 @@ class Model:
 
     def process(self, key: Any, value: Any, ts: int) -> list[Change]:
         self.stream_time = max(self.stream_time, ts)
-        limit = self.stream_time - self.retention
+        limit = self.stream_time - self.retention - self.kept_past_retention
         for w in [w for w in self.store if (w.end if self.expire_by_end else w.start) <= limit]:
             del self.store[w]
         if key is None or value is None:
@@ -125,9 +126,12 @@ class SessionModel(Model):
     """A record merges every session of its key that ends at most ``gap`` before it or starts
     at most ``gap`` after it (in end order) into one; the merged sessions get tombstones (at
     their end) unless the record only makes a session of itself, then the new session is
-    written (at its end). Late: a merged session ending before stream time - grace - gap."""
+    written (at its end). Late: a merged session ending before stream time - grace - gap.
+    A session expires once its end is more than the retention before stream time (with the
+    default retention, once closed: a record at its end + gap still merges with it)."""
 
     expire_by_end = True
+    kept_past_retention = 1
 
     def aggregate(self, key: Any, value: Any, ts: int, out: list[Change]) -> None:
         gap = self.windows.gap

@@ -72,8 +72,12 @@ def test_the_progress_line_rewrites_itself() -> None:
     m.record_lag({("t", 0): 7})
     line.update()
     line.update()  # unchanged: not written again
+    m.record_batch(0.1, {"records_in:t": 0})  # an empty batch keeps the rate of the last one
+    m.record_lag({("t", 0): 0})
     line.done()
     written = out.getvalue()
-    assert written.count("\r\033[K") == 2 and written.endswith("\n")
-    last = written.split("\r\033[K")[-1]
-    assert last == "app: 1 batches, 10 records (100 records/s), 7 behind\n"
+    assert written.count("\r\033[K") == 3 and written.endswith("\n")
+    assert written.split("\r\033[K")[1:] == [
+        "app: 0 batches, 0 records",  # no rate before the first batch, not "0 records/s"
+        "app: 1 batch, 10 records (100 records/s), 7 behind",
+        "app: 2 batches, 10 records (100 records/s), 0 behind\n"]

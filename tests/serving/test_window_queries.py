@@ -101,5 +101,19 @@ def test_window_and_session_queries_over_http(tmp_path: Path) -> None:
             assert client.get("/stores/kv/windows/a").status_code == 400
             assert client.get("/stores/w/sessions/a").status_code == 400
             assert client.get("/stores/nope/windows/a").status_code == 404
+            # a plain key is no key of a window store: 404, pointing to the key's windows
+            found = client.get("/stores/w/keys/a")
+            assert found.status_code == 404
+            assert found.json()["detail"] == (
+                "no key 'a' in store 'w' (a window store: its keys are windows; the windows of "
+                "'a' are at /stores/w/windows/a)")
+            assert client.get(found.json()["detail"].rsplit(" ", 1)[1][:-1]).status_code == 200
+            absent = client.get("/stores/w/keys/zz")
+            assert absent.status_code == 404
+            assert absent.json()["detail"] == (
+                "no key 'zz' in store 'w' (a window store: no windows of it either)")
+            assert client.get("/stores/s/keys/u").json()["detail"].endswith(
+                "the sessions of 'u' are at /stores/s/sessions/u)")
+            assert client.get("/stores/kv/keys/zz").json()["detail"] == "no key 'zz' in store 'kv'"
     finally:
         server.stop()

@@ -2,7 +2,7 @@
 
 ``make demo ARGS=--once`` is run against this test's own SMTP server: the server must receive
 exactly the two expected weekly emails — and none again after the demo restarts the service in
-the same week.
+the same week — and the run's stderr must hold none of the noise of librdkafka, the JVM or uvicorn.
 """
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ def test_demo_once_sends_exactly_the_expected_emails_and_none_after_restart(tmp_
     assert "  client1    [1, 3]\n  client2    [4]\n" in out
     assert "  client1    [1]\n  client3    [3]\n" in out
     assert "demo OK" in out
+    # a run that works prints only what the user needs: no librdkafka lines at shutdown, no
+    # JVM start-up warning, no HTTP access lines
+    noise = [line for line in proc.stderr.splitlines()
+             if line.startswith("%") or "rdkafka" in line or "incubator" in line
+             or "uvicorn" in line or '" 20' in line]
+    assert not noise, proc.stderr[-3000:]
     received = sorted((m["To"], m.get_payload(decode=True).decode()) for m in recorder.messages)
     assert [to for to, _ in received] == ["client1@example.com", "client3@example.com"]
     body1, body3 = received[0][1], received[1][1]

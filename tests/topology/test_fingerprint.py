@@ -58,3 +58,20 @@ def test_check_writes_then_compares(tmp_path):
     assert "wc" in message
     path.unlink()  # what `streamtable reset` does (it removes the state directory)
     check_topology_unchanged(path, word_count(store="totals"), "wc")
+
+
+def test_state_routed_with_the_old_internal_key_format_is_refused(tmp_path):
+    """Internal topics' keys decide a record's task: state written when equal keys could be
+    written as different bytes must be rebuilt, not read as if routed the current way."""
+    b = StreamsBuilder()
+    b.stream("in").group_by(lambda k, v: v).count()
+    topology = b.build()
+    old = topology_fingerprint(topology)
+    del old["internal_keys"]
+    path = tmp_path / "topology.json"
+    path.write_text(json.dumps(old))
+    with pytest.raises(TopologyChangedError, match="keys of internal topics"):
+        check_topology_unchanged(path, topology, "app")
+    plain = StreamsBuilder()
+    plain.stream("in").to("out")  # no internal topic: nothing routed by key bytes
+    assert "internal_keys" not in topology_fingerprint(plain.build())

@@ -1,10 +1,11 @@
-"""Command line: ``streamtable run | describe | reset | query | serve | config | broker``, and
-``topics | produce | consume`` (in ``topics.py`` and ``records.py``).
+"""Command line: ``streamtable run | describe | reset | query | serve | config | broker |
+registry``, and ``topics | produce | consume`` (in ``topics.py`` and ``records.py``).
 
 An application file defines ``build_topology()`` (or a ``topology`` object) and may define a
 ``config`` dict of settings (Kafka Streams keys: ``application.id``, ``bootstrap.servers``...).
 
     streamtable broker --port 9092                  # a development broker on localhost
+    streamtable registry --port 8081                # a development Schema Registry
     streamtable topics create lines                 # then: produce, consume (records.py)
     streamtable run app.py --bootstrap-servers localhost:9092
     streamtable query app.py us-share-holders client1
@@ -37,7 +38,7 @@ from streamtable.serving import configured_serving_store
 from streamtable.topology.graph import Topology
 
 if TYPE_CHECKING:
-
+    from streamtable.serving.base import ServingStore
     from streamtable.serving.view import StoreView
 
 log = logging.getLogger("streamtable")
@@ -46,6 +47,10 @@ log = logging.getLogger("streamtable")
 #: own setting) and of ``streamtable broker --port``
 BOOTSTRAP_ENV = "STREAMTABLE_BOOTSTRAP_SERVERS"
 BROKER_PORT_ENV = "STREAMTABLE_BROKER_PORT"
+#: environment variables giving the default of ``--schema-registry`` (produce, consume) and of
+#: ``streamtable registry --port``
+REGISTRY_ENV = "STREAMTABLE_SCHEMA_REGISTRY"
+REGISTRY_PORT_ENV = "STREAMTABLE_REGISTRY_PORT"
 
 
 def load_app(path: str) -> ModuleType:
@@ -138,9 +143,14 @@ def _input_topics(app: Any, create: bool, partitions: int) -> None:
     client = app.config.kafka_client_config
     sources = app.topology.source_topics
     if create:
+        from streamtable.kafka.admin import partitions_text
+
         existing = list_topic_names(bootstrap, client_config=client)
-        ensure_topics(bootstrap, {t: partitions for t in sources if t not in existing},
-                      client_config=client)
+        missing = [t for t in sources if t not in existing]
+        ensure_topics(bootstrap, {t: partitions for t in missing}, client_config=client)
+        if missing:
+            log.info("created the input topic%s %s (%s each)", "s" if missing[1:] else "",
+                     ", ".join(missing), partitions_text(partitions))
         return
     require_topics(bootstrap, sources, " (or run with --create-topics)", client_config=client)
 
@@ -160,10 +170,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_reachable(app.config["bootstrap.servers"])
     _input_topics(app, args.create_topics, args.partitions)
     app.prepare()
+    app.hold_lease(take_over=args.take_over)  # a second run is refused before Spark starts
     app.spark  # noqa: B018 - Spark installs its own SIGINT handler: ours must come after it
     stop = _stop_on_signals()
     if args.until_caught_up:
-        app.start(available_now=True)
+        app.start(available_now=True, take_over=args.take_over)
         # on a terminal one updating line; otherwise the log line per batch
         progress = ProgressLine(app.metrics, sys.stderr) if sys.stderr.isatty() else None
         while app.is_running and not stop.is_set():
@@ -177,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         app.raise_if_failed()
         log.info("stopped before catching up" if interrupted else "caught up; stopped")
         return 0
-    app.start()
+    app.start(take_over=args.take_over)
     server = None
     if args.http_port is not None:
         from streamtable.serving.http import serve_queries
@@ -222,6 +233,24 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _served_state(config: StreamsConfig, app: str) -> ServingStore:
+    """The application's serving store; raises StreamsError saying the application has not run
+    yet when it holds no batch (without creating a SQLite file where there is none)."""
+    path = Path(config["state.dir"]) / config.application_id / "serving.db"
+    # a serving.url may hold a password: named by its setting, not shown
+    where = "in its serving store (serving.url)" if config.get("serving.url") else f"at {path}"
+    not_run = StreamsError(
+        f"the application {config.application_id!r} has not run yet: there is no state "
+        f"{where}; run it first (streamtable run {app}), with the same --state-dir or "
+        "--serving-url")
+    if not config.get("serving.url") and not path.exists():
+        raise not_run
+    serving = configured_serving_store(config)
+    if serving.last_batch() < 0:
+        raise not_run
+    return serving
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     module = load_app(args.app)
     topology = app_topology(module)
@@ -229,28 +258,29 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.store not in names:
         raise SystemExit(f"streamtable: no queryable store {args.store!r}; "
                          f"queryable stores: {names}")
-    view = configured_serving_store(StreamsConfig(_settings(module, args))).view(
-        args.store, topology.stores[args.store].kind)
-    if args.key is not None:
-        key: Any = args.key
-        try:
-            key = json.loads(args.key)
-        except ValueError:
-            pass
-        value = view.get(key)
-        if value is None:
-            from streamtable.windowing import Windowed
-
-            # a windowed store's keys are Windowed(key, start, end): every window of the key
-            windows = [(k, v) for k, v in view.all() if isinstance(k, Windowed) and k.key == key]
-            if windows:
-                for k, v in windows:
-                    print(json.dumps([k, v], default=_jsonable))
-                return 0
-        print(json.dumps(value, default=_jsonable))
-    else:
+    config = StreamsConfig(_settings(module, args))
+    view = _served_state(config, args.app).view(args.store, topology.stores[args.store].kind)
+    if args.key is None:
         for k, v in view.all():
             print(json.dumps([k, v], default=_jsonable))
+        return 0
+    key: Any = args.key
+    try:
+        key = json.loads(args.key)
+    except ValueError:
+        pass
+    value = view.get(key)
+    if value is not None:
+        print(json.dumps(value, default=_jsonable))
+        return 0
+    from streamtable.windowing import Windowed
+
+    # a windowed store's keys are Windowed(key, start, end): every window of the key
+    windows = [(k, v) for k, v in view.all() if isinstance(k, Windowed) and k.key == key]
+    for k, v in windows:
+        print(json.dumps([k, v], default=_jsonable))
+    if not windows:
+        raise StreamsError(f"no key {key!r} in store {args.store!r} of {config.application_id}")
     return 0
 
 
@@ -292,7 +322,14 @@ def _jsonable(obj: Any) -> Any:
 def cmd_broker(args: argparse.Namespace) -> int:
     from streamtable.kafka.broker import run_broker_forever
 
-    run_broker_forever(args.port, host=args.host)
+    run_broker_forever(args.port, host=args.host, storage_engine=args.storage)
+    return 0
+
+
+def cmd_registry(args: argparse.Namespace) -> int:
+    from streamtable.kafka.registry import run_registry_forever
+
+    run_registry_forever(args.port, host=args.host)
     return 0
 
 
@@ -367,6 +404,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http-port", type=int, help="serve interactive queries over HTTP here")
     p.add_argument("--http-host", default="127.0.0.1", help="address of the query server")
     p.add_argument("--http-token", help=_TOKEN_HELP)
+    p.add_argument("--take-over", action="store_true",
+                   help="if another run of the application is running, fence it (it stops at "
+                        "its next commit) and go on in its place; without it, the start is "
+                        "refused")
     p.add_argument("--create-topics", action="store_true",
                    help="create the application's input topics that do not exist")
     p.add_argument("--partitions", type=int, default=1,
@@ -394,7 +435,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=int(os.environ.get(BROKER_PORT_ENV) or 9092),
                    help=f"port (default: ${BROKER_PORT_ENV}, else 9092)")
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--storage", default="memory://tansu/", metavar="URL",
+                   help="where the broker keeps its topics: memory://tansu/ (the default: gone "
+                        "when it stops) or s3://bucket/ (kept across restarts; AWS_* variables "
+                        "give the credentials and the endpoint)")
     p.set_defaults(func=cmd_broker)
+    p = sub.add_parser("registry", help="run the development Schema Registry (in memory)")
+    p.add_argument("--port", type=int, default=int(os.environ.get(REGISTRY_PORT_ENV) or 8081),
+                   help=f"port (default: ${REGISTRY_PORT_ENV}, else 8081)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.set_defaults(func=cmd_registry)
     p = sub.add_parser("jvm-archive", help="make the class archive that starts Spark's JVM ~2 s "
                                            "faster (once per Java and Spark version)")
     p.add_argument("--if-missing", action="store_true", help="only when there is none yet")

@@ -85,6 +85,10 @@ def jsonable(obj: Any) -> Any:
             return list(obj)
     if isinstance(obj, (bytes, bytearray)):
         return bytes(obj).decode("utf-8", "backslashreplace")
+    if hasattr(obj, "DESCRIPTOR") and hasattr(obj, "SerializeToString"):  # a Protobuf message
+        from google.protobuf.json_format import MessageToDict
+
+        return MessageToDict(obj, preserving_proto_field_name=True)
     return repr(obj)
 
 
@@ -108,8 +112,9 @@ def show(obj: Any) -> str:
 # -- serdes -------------------------------------------------------------------------------
 def record_serdes(args: argparse.Namespace, topic: str) -> tuple[Serde, Serde, str]:
     """``(key serde, value serde, bootstrap servers)`` for ``topic``: ``--key-serde`` and
-    ``--value-serde`` when given, else what the application file (if any) uses for the topic,
-    else its default serdes (JSON without an application)."""
+    ``--value-serde`` when given (a name, or a Schema Registry serde with ``--schema-registry``:
+    see :func:`~streamtable.serde.registry.registry_serde`), else what the application file (if
+    any) uses for the topic, else its default serdes (JSON without an application)."""
     bootstrap = args.bootstrap_servers
     key: Serde | None = None
     value: Serde | None = None
@@ -124,11 +129,20 @@ def record_serdes(args: argparse.Namespace, topic: str) -> tuple[Serde, Serde, s
         key, value = external_topic_serdes(app_topology(module), config).get(
             topic, (config.default_key_serde, config.default_value_serde))
     try:
-        key = serde_from(args.key_serde) if args.key_serde else key or serde_from(None)
-        value = serde_from(args.value_serde) if args.value_serde else value or serde_from(None)
+        key = _serde_option(args.key_serde, args) if args.key_serde else key or serde_from(None)
+        value = _serde_option(args.value_serde, args) if args.value_serde \
+            else value or serde_from(None)
     except ValueError as e:
         raise SystemExit(f"streamtable: {e}") from None
-    return key, value, bootstrap or DEFAULT_BOOTSTRAP
+    return key.for_key(), value, bootstrap or DEFAULT_BOOTSTRAP
+
+
+def _serde_option(spec: str, args: argparse.Namespace) -> Serde:
+    """The serde ``--key-serde``/``--value-serde`` names: a Schema Registry serde
+    (``avro:FILE.avsc``...) or a built-in one."""
+    from streamtable.serde.registry import registry_serde
+
+    return registry_serde(spec, getattr(args, "schema_registry", None)) or serde_from(spec)
 
 
 # -- produce ------------------------------------------------------------------------------
@@ -140,22 +154,33 @@ class InputRecord:
     partition: int | None = None
 
 
+class _NotJson(ValueError):
+    """A key or value typed for a JSON serde is not JSON (it is sent as a JSON string)."""
+
+
 def _from_text(text: str, serde: Serde) -> Any:
     """A key or value typed on a line, as the serde's type: a number for int/long/double, JSON
-    for json (or the text itself when it is not JSON), the text for string and bytes."""
+    for json and the Schema Registry serdes (raises :class:`_NotJson` when it is not JSON),
+    the text for string and bytes."""
+    from streamtable.serde.registry import RegistrySerde
+
     name = getattr(serde, "name", "")
     if name in ("int", "long"):
         return int(text)
     if name == "double":
         return float(text)
-    if name == "json":
+    if name == "json" or isinstance(serde, RegistrySerde):
         try:
             return json.loads(text)
         except ValueError:
-            return text
+            raise _NotJson(text) from None
     if name == "bytes":
         return text.encode("utf-8")
     return text
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _timestamp(value: Any) -> int | None:
@@ -194,6 +219,23 @@ def parse_records(lines: Iterable[str], key_serde: Serde, value_serde: Serde, fm
     [('a', 1), (None, 2)]
     """
     mode = None if fmt == "auto" else fmt
+    warned = False
+
+    def typed(text: str, serde: Serde, what: str, number: int) -> Any:
+        """The text as the serde's type; text that is not JSON for a JSON serde is sent as a
+        JSON string, said once (a forgotten quote or serde would otherwise pass unseen)."""
+        nonlocal warned
+        try:
+            return _from_text(text, serde)
+        except _NotJson:
+            if not warned:
+                warned = True
+                log.warning("%s, line %d: the %s %s is not JSON: sent as the string %s, as is "
+                            "any such key or value that follows (write %s to mean a string)",
+                            source, number, what, _clip(text), _clip(json.dumps(text)),
+                            _clip(json.dumps(text)))
+            return text
+
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         if not line.strip():
@@ -212,10 +254,10 @@ def parse_records(lines: Iterable[str], key_serde: Serde, value_serde: Serde, fm
             else:
                 key_text, tab, value_text = line.partition("\t")
                 if not tab:
-                    yield InputRecord(None, _from_text(line, value_serde))
+                    yield InputRecord(None, typed(line, value_serde, "value", number))
                 else:
-                    yield InputRecord(_from_text(key_text, key_serde),
-                                      _from_text(value_text, value_serde))
+                    yield InputRecord(typed(key_text, key_serde, "key", number),
+                                      typed(value_text, value_serde, "value", number))
         except ValueError as e:
             raise InputError(f"{source}, line {number}: {e}") from None
 
@@ -226,15 +268,18 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[InputRecord],
     as the Java client); returns how many were acknowledged."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
-                         "enable.idempotence": True, "linger.ms": 5})
+    from streamtable.kafka.client_log import with_client_log
+
+    producer = Producer(with_client_log({
+        "bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
+        "enable.idempotence": True, "linger.ms": 5}))
     errors: list[str] = []
     count = 0
     for number, record in enumerate(records, 1):
         try:
             key = key_serde.serialize(topic, record.key)
             value = value_serde.serialize(topic, record.value)
-        except (TypeError, ValueError, OverflowError) as e:
+        except Exception as e:  # a serde's own errors too (a schema refusing the value)
             raise InputError(f"{source}, record {number}: cannot encode it with "
                              f"{key_serde!r}/{value_serde!r}: {e}") from None
         extra: dict[str, Any] = {}
@@ -256,8 +301,10 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[InputRecord],
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from streamtable.cli.topics import require_topics
+    from streamtable.kafka.admin import check_reachable
 
     key_serde, value_serde, bootstrap = record_serdes(args, args.topic)
+    check_reachable(bootstrap)
     require_topics(bootstrap, [args.topic])
     if args.file:
         path = Path(args.file)
@@ -289,12 +336,12 @@ def consume_records(bootstrap: str, topic: str, *, from_beginning: bool = False,
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 
     from streamtable.cli.topics import require_topics
+    from streamtable.kafka.client_log import with_client_log
 
     partitions = require_topics(bootstrap, [topic])[topic]
-    consumer = Consumer({"bootstrap.servers": bootstrap,
-                         "group.id": f"streamtable-consume-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.wait.max.ms": 100})
+    consumer = Consumer(with_client_log({
+        "bootstrap.servers": bootstrap, "group.id": f"streamtable-consume-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100}))
     start = OFFSET_BEGINNING if from_beginning else OFFSET_END
     consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
     at_end: set[int] = set()
@@ -322,8 +369,27 @@ def consume_records(bootstrap: str, topic: str, *, from_beginning: bool = False,
         consumer.close()
 
 
+def header_texts(headers: Iterable[tuple[str, bytes | None]] | None) -> list[list[Any]]:
+    """A record's headers as ``[name, value]`` pairs in order, values as UTF-8 text (bytes that
+    are not UTF-8 escaped) or None.
+
+    >>> header_texts([("reason", b"bad\\xff"), ("empty", None)])
+    [['reason', 'bad\\\\xff'], ['empty', None]]
+    """
+    return [[name, None if value is None else bytes(value).decode("utf-8", "backslashreplace")]
+            for name, value in headers or ()]
+
+
+def show_header(text: str | None) -> str:
+    """A header value on one line: ``null`` for None, line breaks as ``\\n``."""
+    return "null" if text is None else text.replace("\n", "\\n")
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
+    from streamtable.kafka.admin import check_reachable
+
     key_serde, value_serde, bootstrap = record_serdes(args, args.topic)
+    check_reachable(bootstrap)
     out = sys.stdout
     for msg in consume_records(bootstrap, args.topic, from_beginning=args.from_beginning,
                                follow=args.follow, max_records=args.max, timeout=args.timeout):
@@ -338,15 +404,18 @@ def cmd_consume(args: argparse.Namespace) -> int:
         except Exception as e:
             raise StreamsError(f"cannot decode the value at {where} with {value_serde!r}: {e}; "
                                "give --value-serde") from None
+        headers = header_texts(msg.headers())
         if args.format == "json":
             window = _window_parts(key)
             if window is not None:
                 key = {"key": window[0], "start": window[1], "end": window[2]}
             out.write(json.dumps({"key": key, "value": value, "timestamp": msg.timestamp()[1],
-                                  "partition": msg.partition(), "offset": msg.offset()},
-                                 default=jsonable) + "\n")
+                                  "partition": msg.partition(), "offset": msg.offset(),
+                                  "headers": headers}, default=jsonable) + "\n")
         else:
             out.write(f"{show(key)}\t{show(value)}\n")
+            if args.headers:
+                out.writelines(f"  {name}: {show_header(text)}\n" for name, text in headers)
         out.flush()
     return 0
 
@@ -363,9 +432,18 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV) or None,
                        help=f"Kafka bootstrap servers (default: ${BOOTSTRAP_ENV}, else the "
                             f"application's, else {DEFAULT_BOOTSTRAP})")
-        p.add_argument("--key-serde", help="json, string, int, long, double, bytes (default: "
-                                           "the application's for the topic, else json)")
+        p.add_argument("--key-serde", help="json, string, int, long, double, bytes, or with "
+                                           "--schema-registry: avro[:FILE.avsc], "
+                                           "json-schema[:FILE.json], "
+                                           "protobuf:FILE_pb2.py:Message (default: the "
+                                           "application's for the topic, else json)")
         p.add_argument("--value-serde", help="as --key-serde")
+        from streamtable.cli import REGISTRY_ENV
+
+        p.add_argument("--schema-registry", metavar="URL",
+                       default=os.environ.get(REGISTRY_ENV) or None,
+                       help="Schema Registry of the avro, json-schema and protobuf serdes "
+                            f"(default: ${REGISTRY_ENV})")
 
     p = sub.add_parser("produce", help="write records to a topic: key<TAB>value or JSON lines "
                                        '{"key", "value", "timestamp"}, from stdin or --file')
@@ -384,5 +462,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--max", type=int, help="stop after this many records")
     p.add_argument("--timeout", type=float, help="stop after this many seconds without a record")
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text: key<TAB>value; json: one JSON object per record")
+                   help="text: key<TAB>value; json: one JSON object per record (key, value, "
+                        "timestamp, partition, offset, headers)")
+    p.add_argument("--headers", action="store_true",
+                   help="text: each header on a line of its own under its record, "
+                        "'  name: value' (a dead-letter record's reason, say)")
     p.set_defaults(func=cmd_consume)

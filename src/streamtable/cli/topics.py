@@ -59,8 +59,14 @@ def _topic_config(items: list[str] | None) -> dict[str, str]:
 
 
 def cmd_topics_create(args: argparse.Namespace) -> int:
-    from streamtable.kafka.admin import ensure_topics, list_topic_names
+    from streamtable.kafka.admin import (
+        check_reachable,
+        ensure_topics,
+        list_topic_names,
+        partitions_text,
+    )
 
+    check_reachable(args.bootstrap_servers)
     existing = list_topic_names(args.bootstrap_servers)
     for name in args.names:
         if name in existing:
@@ -69,14 +75,14 @@ def cmd_topics_create(args: argparse.Namespace) -> int:
     ensure_topics(args.bootstrap_servers, {n: args.partitions for n in new},
                   _topic_config(args.config))
     for name in new:
-        print(f"created topic {name} ({args.partitions} partition"
-              f"{'' if args.partitions == 1 else 's'})")
+        print(f"created topic {name} ({partitions_text(args.partitions)})")
     return 0
 
 
 def cmd_topics_list(args: argparse.Namespace) -> int:
-    from streamtable.kafka.admin import admin_client
+    from streamtable.kafka.admin import admin_client, check_reachable
 
+    check_reachable(args.bootstrap_servers)
     metadata = admin_client(args.bootstrap_servers).list_topics(timeout=10)
     for name in sorted(metadata.topics):
         if args.all or not name.startswith("__"):
@@ -102,14 +108,17 @@ def _configs(admin: Any, topic: str) -> dict[str, str]:
 def cmd_topics_describe(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamtable.kafka.admin import admin_client
+    from streamtable.kafka.admin import admin_client, check_reachable, partitions_text
+    from streamtable.kafka.client_log import with_client_log
 
+    check_reachable(args.bootstrap_servers)
     require_topics(args.bootstrap_servers, [args.name])
     admin = admin_client(args.bootstrap_servers)
     topic = admin.list_topics(timeout=10).topics[args.name]
-    print(f"topic {args.name}: {len(topic.partitions)} partitions")
-    consumer = Consumer({"bootstrap.servers": args.bootstrap_servers,
-                         "group.id": "streamtable-topics-describe", "enable.auto.commit": False})
+    print(f"topic {args.name}: {partitions_text(len(topic.partitions))}")
+    consumer = Consumer(with_client_log({
+        "bootstrap.servers": args.bootstrap_servers, "group.id": "streamtable-topics-describe",
+        "enable.auto.commit": False}))
     try:
         for p in sorted(topic.partitions):
             meta = topic.partitions[p]

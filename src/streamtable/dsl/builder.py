@@ -6,6 +6,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +59,22 @@ def _declaration() -> dict[str, Any]:
     return {"operator": method, "declared_at": (frame.f_code.co_filename, frame.f_lineno)}
 
 
-def _maybe_serde(spec: Serde | str | None) -> Serde | None:
-    return None if spec is None else serde_from(spec)
+def _maybe_serde(spec: Serde | str | None, key: bool = False) -> Serde | None:
+    return None if spec is None else serde_from(spec, key=key)
+
+
+def _table_serdes(materialized: Materialized | str | None, key_serde: Serde | str | None,
+                  value_serde: Serde | str | None
+                  ) -> tuple[Materialized | str | None, Serde | str | None, Serde | str | None]:
+    """The serdes a table's source reads its topic with, and its store's ``materialized``:
+    a serde the source does not name comes from ``materialized``, and the store keeps what
+    the source reads (Kafka Streams' ``StreamsBuilder.table``/``globalTable``)."""
+    mat = as_materialized(materialized)
+    if mat is None:
+        return materialized, key_serde, value_serde
+    key_serde = mat.key_serde if key_serde is None else key_serde
+    value_serde = mat.value_serde if value_serde is None else value_serde
+    return replace(mat, key_serde=key_serde, value_serde=value_serde), key_serde, value_serde
 
 
 class StreamsBuilder:
@@ -119,7 +134,7 @@ class StreamsBuilder:
             caching=mat.caching,
             logging=mat.logging,
             queryable=mat.name is not None,
-            key_serde=_maybe_serde(mat.key_serde),
+            key_serde=_maybe_serde(mat.key_serde, key=True),
             value_serde=_maybe_serde(mat.value_serde),
         )
         self._stores[name] = spec
@@ -137,9 +152,13 @@ class StreamsBuilder:
         """
         if store.name in self._stores:
             raise TopologyError(f"a store named {store.name!r} already exists")
-        spec = StoreSpec(name=store.name, caching=False, logging=store.logging,
-                         queryable=store.queryable, key_serde=_maybe_serde(store.key_serde),
-                         value_serde=_maybe_serde(store.value_serde))
+        spec = StoreSpec(name=store.name, kind=store.kind, caching=False,
+                         logging=store.logging, queryable=store.queryable,
+                         key_serde=_maybe_serde(store.key_serde, key=True),
+                         value_serde=_maybe_serde(store.value_serde),
+                         timestamped=store.timestamped, window_size_ms=store.window_size_ms,
+                         retention_ms=store.retention_ms,
+                         retain_duplicates=store.retain_duplicates)
         self._stores[store.name] = spec
         return spec
 
@@ -166,7 +185,7 @@ class StreamsBuilder:
                     raise TopologyError(f"topic {t!r} is already read by {node.name}")
             self.add_topic(t, internal=internal, kind="repartition" if internal else "external")
         name = self.new_name("KSTREAM-SOURCE", named)
-        ks, vs = _maybe_serde(key_serde), _maybe_serde(value_serde)
+        ks, vs = _maybe_serde(key_serde, key=True), _maybe_serde(value_serde)
         node = self.add_node(
             name,
             lambda: SourceProcessor(ks, vs, timestamp_extractor),
@@ -195,7 +214,7 @@ class StreamsBuilder:
     ) -> str:
         self.add_topic(topic, internal=internal, kind="repartition" if internal else "external")
         name = self.new_name("KSTREAM-SINK", named)
-        ks, vs = _maybe_serde(key_serde), _maybe_serde(value_serde)
+        ks, vs = _maybe_serde(key_serde, key=True), _maybe_serde(value_serde)
         node = self.add_node(
             name,
             lambda: SinkProcessor(topic, ks, vs, partitioner),
@@ -251,14 +270,21 @@ class StreamsBuilder:
         named: str | None = None,
     ) -> KTable:
         """A KTable of a (compacted) topic: each record upserts its key, a ``None`` value deletes
-        it. The table is kept in a store, named by ``materialized`` to make it queryable.
+        it. The table is kept in a store, named by ``materialized`` to make it queryable. The
+        topic is read with ``key_serde`` and ``value_serde``, or, where they are not given,
+        with the serdes of ``materialized`` (then the application's defaults).
 
+        >>> from streamtable import Materialized
         >>> builder = StreamsBuilder()
         >>> positions = builder.table("share-holders", materialized="share-holder-store")
+        >>> prices = builder.table("prices", materialized=Materialized.as_("price-store")
+        ...                        .with_key_serde("string").with_value_serde("double"))
         """
         from streamtable.dsl.table import KTable
         from streamtable.processors.table import TableSource
 
+        materialized, key_serde, value_serde = _table_serdes(materialized, key_serde,
+                                                             value_serde)
         source = self.add_source([topic], key_serde, value_serde, timestamp_extractor, named)
         store = self.add_store(materialized, f"{topic}-STATE-STORE")
         name = self.new_name("KTABLE-SOURCE")
@@ -277,7 +303,8 @@ class StreamsBuilder:
     ) -> GlobalKTable:
         """A GlobalKTable of ``topic``: every task holds the whole table (all partitions), kept
         up to date before the stream records that need it; streams join it with
-        ``join(global_table, key_selector, joiner)``.
+        ``join(global_table, key_selector, joiner)``. The topic is read with ``key_serde`` and
+        ``value_serde``, or, where they are not given, with the serdes of ``materialized``.
 
         >>> builder = StreamsBuilder()
         >>> products = builder.global_table("products", materialized="products-store")
@@ -285,6 +312,8 @@ class StreamsBuilder:
         from streamtable.dsl.global_table import GlobalKTable
         from streamtable.processors.table import TableSource
 
+        materialized, key_serde, value_serde = _table_serdes(materialized, key_serde,
+                                                             value_serde)
         source = self.add_source([topic], key_serde, value_serde, None, named)
         store = self.add_store(materialized, f"{topic}-STATE-STORE")
         store.logging = False  # the topic is the table's changelog
@@ -296,6 +325,60 @@ class StreamsBuilder:
         self._nodes[name].options["global"] = True
         self._topics[topic].kind = "global"
         return GlobalKTable(self, name, store_name)
+
+    def add_global_store(
+        self,
+        store: StoreBuilder,
+        topic: str,
+        processor_supplier: Callable[[], Processor],
+        *,
+        key_serde: Serde | str | None = None,
+        value_serde: Serde | str | None = None,
+        timestamp_extractor: TimestampExtractor | None = None,
+        named: str | None = None,
+        source_named: str | None = None,
+    ) -> None:
+        """A global store kept by a processor of your own (Kafka Streams' ``addGlobalStore``):
+        ``processor_supplier()`` makes the processor that sees every record of ``topic`` (all
+        its partitions) and puts into the store what it wants
+        (``context.get_state_store(store.name)``); every task's processors can read the store
+        by name (``context.get_state_store``), without connecting it, but not write it. The
+        store is state like a global table's: updated before the stream records of the same
+        micro-batch on Spark, exactly once. ``named`` names the processor (and its source
+        ``<named>-source``, unless ``source_named`` says otherwise).
+
+        >>> from streamtable import Processor
+        >>> from streamtable.dsl.stores import Stores
+        >>> class KeepLatest(Processor):
+        ...     def init(self, context):
+        ...         self.store = context.get_state_store("rates")
+        ...     def process(self, record):
+        ...         self.store.put(record.key, record.value)
+        >>> b = StreamsBuilder()
+        >>> b.add_global_store(Stores.key_value_store_builder(
+        ...     Stores.in_memory_key_value_store("rates")), "fx-rates", KeepLatest)
+        """
+        from streamtable.dsl.stream import _user_supplier
+
+        if store.kind != "key-value":
+            raise TopologyError(f"global store {store.name!r} must be a key-value store, not a "
+                                f"{store.kind} store")
+        # Kafka Streams' names: "<named>-source" and "<named>", else generated ones
+        if source_named is None and named is not None:
+            source_named = f"{named}-source"
+        source = self.add_source([topic], key_serde, value_serde, timestamp_extractor,
+                                 source_named)
+        spec = self.add_state_store(store)
+        spec.logging = False  # the topic is the store's changelog, as for a global table
+        name = self.new_name("KTABLE-SOURCE", named)
+        node = self.add_node(name, _user_supplier(processor_supplier, name), [source],
+                             stores=[store.name])
+        node.options["user"] = True
+        # the source and the processor form a sub-topology of their own that generates no
+        # tasks (like a global table's)
+        self._nodes[source].options["global"] = True
+        node.options["global"] = True
+        self._topics[topic].kind = "global"
 
     def build(self) -> Topology:
         """Freeze what was built into a :class:`~streamtable.topology.Topology`."""

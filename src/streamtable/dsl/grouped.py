@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from streamtable.dsl.materialized import Materialized, as_materialized
 from streamtable.processors import aggregate as agg
+from streamtable.processors.custom_window import CustomWindowedAggregate
 from streamtable.processors.sliding import SlidingWindowedAggregate
 from streamtable.processors.stateless import DropNullKeys
 from streamtable.processors.window import SessionWindowedAggregate, WindowedAggregate
@@ -17,6 +18,7 @@ from streamtable.windowing import (
     SlidingWindows,
     Suppressed,
     TimeWindows,
+    Windows,
 )
 
 W = TypeVar("W", TimeWindows, SessionWindows, SlidingWindows)
@@ -29,7 +31,17 @@ if TYPE_CHECKING:
 
 
 class KGroupedStream:
-    """A stream grouped by key, ready for ``count``, ``reduce`` or ``aggregate``."""
+    """A stream grouped by key, ready for ``count``, ``reduce`` or ``aggregate`` (or
+    ``windowed_by`` first). Made by :meth:`KStream.group_by_key` or :meth:`KStream.group_by`.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> counts = b.stream("words").group_by(lambda k, word: word).count(materialized="counts")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> driver.create_input_topic("words").pipe_value_list(["a", "b", "a"])
+    >>> driver.get_key_value_store("counts").get("a")
+    2
+    """
 
     def __init__(
         self,
@@ -88,8 +100,12 @@ class KGroupedStream:
     @overload
     def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedKStream: ...
 
-    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows
-                    ) -> TimeWindowedKStream | SessionWindowedKStream | SlidingWindowedKStream:
+    @overload
+    def windowed_by(self, windows: Windows) -> CustomWindowedKStream: ...
+
+    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows | Windows
+                    ) -> (TimeWindowedKStream | SessionWindowedKStream | SlidingWindowedKStream
+                          | CustomWindowedKStream):
         """Aggregate per time window: the result is a table keyed by
         :class:`~streamtable.windowing.Windowed` keys.
 
@@ -103,7 +119,12 @@ class KGroupedStream:
         >>> last_minute = (b.stream("payments").group_by_key()
         ...     .windowed_by(SlidingWindows.of_time_difference_and_grace(60_000, 5_000))
         ...     .count("payments-in-any-minute"))
+
+        Custom windows (a :class:`~streamtable.windowing.Windows` subclass, e.g. calendar days
+        in a time zone) aggregate the same way.
         """
+        if isinstance(windows, Windows):
+            return CustomWindowedKStream(self, windows)
         if isinstance(windows, SessionWindows):
             return SessionWindowedKStream(self, windows)
         if isinstance(windows, SlidingWindows):
@@ -126,7 +147,18 @@ class KGroupedStream:
     def reduce(self, reducer: Callable[[Any, Any], Any],
                materialized: Materialized | str | None = None, *,
                named: str | None = None) -> KTable:
-        """``reducer(aggregate, value)`` combines each record into its key's aggregate."""
+        """``reducer(aggregate, value)`` combines each record into its key's aggregate.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> longest = b.stream("words").group_by_key().reduce(
+        ...     lambda a, w: max(a, w, key=len), materialized="longest")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("words").pipe_key_value_list(
+        ...     [("en", "to"), ("en", "bee"), ("en", "a")])
+        >>> driver.get_key_value_store("longest").get("en")
+        'bee'
+        """
         return self._aggregate(
             materialized, "KSTREAM-REDUCE", lambda s, _: agg.StreamReduce(s, reducer), named
         )
@@ -135,7 +167,18 @@ class KGroupedStream:
                   aggregator: Callable[[Any, Any, Any], Any],
                   materialized: Materialized | str | None = None, *,
                   named: str | None = None) -> KTable:
-        """``aggregator(key, value, aggregate)`` starting from ``initializer()``."""
+        """``aggregator(key, value, aggregate)`` starting from ``initializer()``.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> pages = b.stream("views").group_by_key().aggregate(
+        ...     set, lambda user, page, seen: seen | {page}, materialized="pages-seen")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("views").pipe_key_value_list(
+        ...     [("ann", "/a"), ("ann", "/b"), ("ann", "/a")])
+        >>> sorted(driver.get_key_value_store("pages-seen").get("ann"))
+        ['/a', '/b']
+        """
         return self._aggregate(
             materialized, "KSTREAM-AGGREGATE",
             lambda s, _: agg.StreamAggregate(s, initializer, aggregator), named,
@@ -183,6 +226,8 @@ class _WindowedKStream(Generic[W]):
         elif isinstance(w, SlidingWindows):
             least = 2 * w.time_difference + w.grace
             what = "twice the time difference plus the grace period"
+        elif isinstance(w, Windows):
+            least, what = w.size() + w.grace_period_ms(), "size() plus grace_period_ms()"
         else:
             least, what = w.size + w.grace, "the window size plus the grace period"
         retention = None if materialized is None else materialized.retention
@@ -237,6 +282,35 @@ class TimeWindowedKStream(_NonMergingWindowedKStream[TimeWindows]):
     _final_after_grace = 0
 
 
+class CustomWindowedKStream(_WindowedKStream[Any]):
+    """A grouped stream with custom windows (a :class:`~streamtable.windowing.Windows`
+    subclass): ``count``, ``reduce``, ``aggregate`` per window the windows give a record."""
+
+    _prefix = "KSTREAM-WINDOWED-AGGREGATE"
+
+    def count(self, materialized: Materialized | str | None = None, *,
+              named: str | None = None) -> KTable:
+        """The number of records per window."""
+        return self.aggregate(_zero, _count_one, materialized, named=named)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | str | None = None, *,
+               named: str | None = None) -> KTable:
+        """``reducer(aggregate, value)`` per window, from the window's first value."""
+        return self.aggregate(_first, _reducing(reducer), materialized, named=named)
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | str | None = None, *,
+                  named: str | None = None) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per window."""
+        windows: Windows = self._windows
+        return self._windowed(
+            materialized, self._prefix,
+            lambda s, r: CustomWindowedAggregate(s, windows, initializer, aggregator, r),
+            named, windows.grace_period_ms())
+
+
 class SlidingWindowedKStream(_NonMergingWindowedKStream[SlidingWindows]):
     """A grouped stream with sliding windows: ``count``, ``reduce``, ``aggregate`` per window
     (a table keyed by :class:`~streamtable.windowing.Windowed` keys whose ``end`` is
@@ -287,8 +361,10 @@ class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
             materialized, "KSTREAM-SESSION-WINDOWED-AGGREGATE",
             lambda s, r: SessionWindowedAggregate(s, windows, initializer, aggregator, merger,
                                                   r),
-            # a session can change until stream time passes its end plus gap and grace
-            named, windows.grace + windows.gap,
+            # a session can change while its end plus gap and grace is not before stream time
+            # (a record at end + gap merges with it): final one ms later (Kafka Streams' emit
+            # final: end < stream time - gap - grace)
+            named, windows.grace + windows.gap + 1,
         )
 
 
@@ -337,7 +413,20 @@ def _count_minus_one(key: Any, value: Any, aggregate: int) -> int:
 
 class KGroupedTable:
     """A table re-grouped by a new key (always repartitioned), for aggregations that add the new
-    value and subtract the old one."""
+    value and subtract the old one. Made by :meth:`KTable.group_by`.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> users = b.table("users")
+    >>> per_city = users.group_by(lambda user, u: (u["city"], u)).count(materialized="per-city")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> topic = driver.create_input_topic("users")
+    >>> topic.pipe_input("ann", {"city": "Oslo"})
+    >>> topic.pipe_input("ann", {"city": "Rome"})  # ann moves: Oslo -1, Rome +1
+    >>> store = driver.get_key_value_store("per-city")
+    >>> store.get("Oslo"), store.get("Rome")
+    (0, 1)
+    """
 
     def __init__(
         self,
@@ -370,7 +459,8 @@ class KGroupedTable:
 
     def count(self, materialized: Materialized | str | None = None, *,
               named: str | None = None) -> KTable:
-        """Rows per group; a group whose rows all left keeps a count of 0."""
+        """Rows per group; a group whose rows all left keeps a count of 0 (see the class's
+        example)."""
         return self._aggregate(
             materialized, "KTABLE-AGGREGATE",
             lambda s: agg.TableAggregate(s, _zero, _count_one, _count_minus_one), named,
@@ -399,7 +489,21 @@ class KGroupedTable:
                   materialized: Materialized | str | None = None, *,
                   named: str | None = None) -> KTable:
         """``adder(key, value, aggregate)`` / ``subtractor(key, value, aggregate)`` from
-        ``initializer()``; a result of ``None`` deletes the row."""
+        ``initializer()``; a result of ``None`` deletes the row.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> balances = b.table("accounts").group_by(lambda k, a: (a["branch"], a["balance"]))
+        >>> total = balances.aggregate(lambda: 0, lambda k, v, agg: agg + v,
+        ...                            lambda k, v, agg: agg - v, materialized="per-branch")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> accounts = driver.create_input_topic("accounts")
+        >>> accounts.pipe_input("a1", {"branch": "Oslo", "balance": 100})
+        >>> accounts.pipe_input("a2", {"branch": "Oslo", "balance": 50})
+        >>> accounts.pipe_input("a1", {"branch": "Oslo", "balance": 70})  # -100, +70
+        >>> driver.get_key_value_store("per-branch").get("Oslo")
+        120
+        """
         return self._aggregate(
             materialized, "KTABLE-AGGREGATE",
             lambda s: agg.TableAggregate(s, initializer, adder, subtractor), named,

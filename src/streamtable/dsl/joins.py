@@ -35,6 +35,7 @@ class StreamJoined:
 
     @classmethod
     def with_store_name(cls, name: str) -> StreamJoined:
+        """The join's stores named after ``name`` (see the class's example)."""
         return cls(store_name=name)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from streamtable.durations import Duration, to_ms
 from streamtable.serde import Serde
 
 
@@ -26,35 +27,69 @@ class Materialized:
 
     @classmethod
     def as_(cls, name: str) -> Materialized:
+        """A store named ``name``: queryable by that name (``driver.get_key_value_store``,
+        ``app.store``, the HTTP API). ``as`` is a Python keyword, hence the underscore.
+
+        >>> Materialized.as_("counts").name
+        'counts'
+        """
         return cls(name=name)
 
     def with_key_serde(self, serde: Serde | str) -> Materialized:
+        """The serde of the store's keys (a :class:`~streamtable.serde.serdes.Serde` or its
+        name), in its changelog and serving store.
+
+        >>> Materialized.as_("counts").with_key_serde("string").key_serde
+        'string'
+        """
         return replace(self, key_serde=serde)
 
     def with_value_serde(self, serde: Serde | str) -> Materialized:
+        """The serde of the store's values.
+
+        >>> Materialized.as_("counts").with_value_serde("long").value_serde
+        'long'
+        """
         return replace(self, value_serde=serde)
 
     def with_caching_disabled(self) -> Materialized:
+        """Forward every update of the store (no record cache between commits).
+
+        >>> Materialized.as_("counts").with_caching_disabled().caching
+        False
+        """
         return replace(self, caching=False)
 
     def with_caching_enabled(self) -> Materialized:
+        """Forward the last update per key per commit (the record cache).
+
+        >>> Materialized.as_("counts").with_caching_enabled().caching
+        True
+        """
         return replace(self, caching=True)
 
     def with_logging_disabled(self) -> Materialized:
+        """No changelog for the store.
+
+        >>> Materialized.as_("counts").with_logging_disabled().logging
+        False
+        """
         return replace(self, logging=False)
 
-    def with_retention(self, retention_ms: int) -> Materialized:
+    def with_retention(self, retention_ms: Duration) -> Materialized:
         """How long a window or session store keeps a window (ms past its start; a session:
         past its end) before deleting it. Defaults to the window size (or inactivity gap) plus
         the grace period; sliding windows: twice the time difference plus the grace period.
         It may not be shorter than that.
 
-        >>> Materialized.as_("counts").with_retention(3_600_000).retention
+        >>> from datetime import timedelta
+        >>> Materialized.as_("counts").with_retention(timedelta(hours=1)).retention
         3600000
         """
-        if retention_ms < 0:
+        retention = to_ms(retention_ms, "retention_ms")
+        if retention < 0:
             raise ValueError("retention must not be negative")
-        return replace(self, retention=retention_ms)
+        return replace(self, retention=retention)
 
 
 def as_materialized(spec: Materialized | str | None) -> Materialized | None:

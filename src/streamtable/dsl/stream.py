@@ -48,30 +48,75 @@ class KStream:
 
     # -- stateless -------------------------------------------------------------------------
     def filter(self, predicate: Callable[[Any, Any], bool], *, named: str | None = None) -> KStream:
-        """Keep records for which ``predicate(key, value)`` is true."""
+        """Keep records for which ``predicate(key, value)`` is true.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").filter(lambda k, v: v > 0).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_value_list([3, -1, 4])
+        >>> driver.create_output_topic("out").read_values()
+        [3, 4]
+        """
         return self._then("KSTREAM-FILTER", lambda: sl.StreamFilter(predicate), named)
 
     def filter_not(
         self, predicate: Callable[[Any, Any], bool], *, named: str | None = None
     ) -> KStream:
-        """Drop records for which ``predicate(key, value)`` is true."""
+        """Drop records for which ``predicate(key, value)`` is true.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").filter_not(lambda k, v: v > 0).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_value_list([3, -1, 4])
+        >>> driver.create_output_topic("out").read_values()
+        [-1]
+        """
         return self._then("KSTREAM-FILTER", lambda: sl.StreamFilter(predicate, True), named)
 
     def map(
         self, mapper: Callable[[Any, Any], tuple[Any, Any]], *, named: str | None = None
     ) -> KStream:
-        """``mapper(key, value) -> (new_key, new_value)``; a later grouping repartitions."""
+        """``mapper(key, value) -> (new_key, new_value)``; a later grouping repartitions.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").map(lambda k, v: (v, k)).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1)])
+        >>> driver.create_output_topic("out").read_key_values()
+        [(1, 'a')]
+        """
         return self._then("KSTREAM-MAP", lambda: sl.StreamMap(mapper), named, key_changing=True)
 
     def map_values(self, mapper: Callable[..., Any], *, named: str | None = None) -> KStream:
-        """``mapper(value)`` or ``mapper(key, value)`` gives the new value; the key stays."""
+        """``mapper(value)`` or ``mapper(key, value)`` gives the new value; the key stays.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").map_values(lambda k, v: f"{k}={v}").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1)])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('a', 'a=1')]
+        """
         fn = with_key(mapper, "map_values")
         return self._then("KSTREAM-MAPVALUES", lambda: sl.StreamMapValues(fn), named)
 
     def select_key(
         self, selector: Callable[[Any, Any], Any], *, named: str | None = None
     ) -> KStream:
-        """``selector(key, value)`` gives the new key."""
+        """``selector(key, value)`` gives the new key.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").select_key(lambda k, v: v["user"]).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([(None, {"user": "ann"})])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('ann', {'user': 'ann'})]
+        """
         return self._then(
             "KSTREAM-KEY-SELECT", lambda: sl.StreamSelectKey(selector), named, key_changing=True
         )
@@ -82,7 +127,16 @@ class KStream:
         *,
         named: str | None = None,
     ) -> KStream:
-        """``mapper(key, value)`` yields zero or more ``(key, value)`` pairs."""
+        """``mapper(key, value)`` yields zero or more ``(key, value)`` pairs.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").flat_map(lambda k, v: [(w, k) for w in v.split()]).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("s1", "to be")])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('to', 's1'), ('be', 's1')]
+        """
         return self._then(
             "KSTREAM-FLATMAP", lambda: sl.StreamFlatMap(mapper), named, key_changing=True
         )
@@ -90,20 +144,61 @@ class KStream:
     def flat_map_values(
         self, mapper: Callable[..., Iterable[Any]], *, named: str | None = None
     ) -> KStream:
-        """``mapper(value)`` or ``mapper(key, value)`` yields zero or more values."""
+        """``mapper(value)`` or ``mapper(key, value)`` yields zero or more values.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").flat_map_values(str.split).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("s1", "to be")])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('s1', 'to'), ('s1', 'be')]
+        """
         fn = with_key(mapper, "flat_map_values")
         return self._then("KSTREAM-FLATMAPVALUES", lambda: sl.StreamFlatMapValues(fn), named)
 
     def peek(self, action: Callable[[Any, Any], Any], *, named: str | None = None) -> KStream:
-        """Call ``action(key, value)`` for each record and pass it on unchanged."""
+        """Call ``action(key, value)`` for each record and pass it on unchanged.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> seen = []
+        >>> b.stream("in").peek(lambda k, v: seen.append(k)).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1)])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('a', 1)]
+        >>> seen
+        ['a']
+        """
         return self._then("KSTREAM-PEEK", lambda: sl.StreamPeek(action), named)
 
     def foreach(self, action: Callable[[Any, Any], Any], *, named: str | None = None) -> None:
-        """Call ``action(key, value)`` for each record (terminal)."""
+        """Call ``action(key, value)`` for each record (terminal).
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> totals = {}
+        >>> b.stream("in").foreach(lambda k, v: totals.update({k: totals.get(k, 0) + v}))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("a", 2)])
+        >>> totals
+        {'a': 3}
+        """
         self._then("KSTREAM-FOREACH", lambda: sl.StreamPeek(action), named)
 
     def merge(self, other: KStream, *, named: str | None = None) -> KStream:
-        """The records of both streams, interleaved in processing order."""
+        """The records of both streams, interleaved in processing order.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("web").merge(b.stream("app")).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("web").pipe_input("ann", "w")
+        >>> driver.create_input_topic("app").pipe_input("bob", "a")
+        >>> driver.create_output_topic("out").read_key_values()
+        [('ann', 'w'), ('bob', 'a')]
+        """
         name = self._builder.new_name("KSTREAM-MERGE", named)
         self._builder.add_node(name, sl.PassThrough, [self._node, other._node])
         return KStream(
@@ -154,7 +249,9 @@ class KStream:
                 raise TopologyError(f"no store named {s!r}: add it with "
                                     "builder.add_state_store(...) first")
         name = b.new_name("KSTREAM-PROCESSOR", named)
-        node = b.add_node(name, _user_supplier(supplier, name), [self._node], stores=store_names)
+        # a global store is readable by every processor: naming it connects nothing
+        local = [s for s in store_names if not _is_global_store(b, s)]
+        node = b.add_node(name, _user_supplier(supplier, name), [self._node], stores=local)
         node.options["user"] = True
         return KStream(b, name, repartition_required=True)
 
@@ -167,7 +264,19 @@ class KStream:
         partitioner: Callable[[str, Any, Any, int], int | None] | None = None,
         named: str | None = None,
     ) -> None:
-        """Write the stream to ``topic`` (terminal)."""
+        """Write the stream to ``topic`` (terminal), with the given serdes (default: the
+        application's default serdes).
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out", value_serde="string")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", "x")])
+        >>> driver.topic_records("out")[0].value
+        b'x'
+        >>> driver.create_output_topic("out", value_serde="string").read_key_values()
+        [('a', 'x')]
+        """
         self._builder.add_sink(self._node, topic, key_serde, value_serde, partitioner, named)
 
     def repartition(
@@ -178,7 +287,14 @@ class KStream:
         value_serde: Serde | str | None = None,
         partitions: int | None = None,
     ) -> KStream:
-        """Shuffle records by their current key through an internal topic."""
+        """Shuffle records by their current key through an internal topic.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").select_key(lambda k, v: v).repartition(name="by-value").to("out")
+        >>> "by-value-repartition" in b.build().describe()
+        True
+        """
         b = self._builder
         base = name or b.new_name("KSTREAM-REPARTITION")
         source = b.repartition(self._node, base, key_serde, value_serde, partitions)
@@ -252,7 +368,18 @@ class KStream:
         value_serde: Serde | str | None = None,
         name: str | None = None,
     ) -> KGroupedStream:
-        """Group by ``selector(key, value)`` (a new key: records are repartitioned)."""
+        """Group by ``selector(key, value)`` (a new key: records are repartitioned).
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> (b.stream("in").group_by(lambda k, v: v["page"]).count()
+        ...  .to_stream().to("out"))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list(
+        ...     [("ann", {"page": "/a"}), ("bob", {"page": "/a"})])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('/a', 1), ('/a', 2)]
+        """
         from streamtable.dsl.grouped import KGroupedStream
 
         keyed = self.select_key(selector)
@@ -265,7 +392,16 @@ class KStream:
         value_serde: Serde | str | None = None,
         name: str | None = None,
     ) -> KGroupedStream:
-        """Group by the current key (repartitioned only if an earlier operator changed keys)."""
+        """Group by the current key (repartitioned only if an earlier operator changed keys).
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").group_by_key().reduce(lambda a, v: a + v).to_stream().to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("a", 2)])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('a', 1), ('a', 3)]
+        """
         from streamtable.dsl.grouped import KGroupedStream
 
         return KGroupedStream(
@@ -274,7 +410,16 @@ class KStream:
 
     def to_table(self, materialized: Materialized | str | None = None, *,
                  named: str | None = None) -> KTable:
-        """Read the stream as a changelog: the latest value per key, ``None`` deletes."""
+        """Read the stream as a changelog: the latest value per key, ``None`` deletes.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> latest = b.stream("in").to_table(materialized="latest")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("a", 2), ("b", 1)])
+        >>> driver.get_key_value_store("latest").get("a")
+        2
+        """
         from streamtable.dsl.table import KTable
         from streamtable.processors.table import TableSource
 
@@ -287,6 +432,13 @@ class KStream:
         store_name = store.name
         b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])
         return KTable(b, name, store_name)
+
+
+def _is_global_store(builder: StreamsBuilder, store: str) -> bool:
+    """Whether ``store`` is kept by a global sub-topology (a global table's or a global
+    store's)."""
+    return any(node.options.get("global") and store in node.stores
+               for node in builder._nodes.values())
 
 
 def _user_supplier(supplier: Callable[[], Any], name: str) -> Callable[[], Any]:
@@ -330,7 +482,17 @@ def _join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any
 
 class BranchedKStream:
     """Built by :meth:`KStream.split`; finish with :meth:`default_branch` or
-    :meth:`no_default_branch` to get ``{branch name: KStream}``."""
+    :meth:`no_default_branch` to get ``{branch name: KStream}``.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> branches = b.stream("in").split().branch(lambda k, v: v < 0, name="neg").default_branch()
+    >>> branches["neg"].to("negative")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> driver.create_input_topic("in").pipe_value_list([1, -2, 3])
+    >>> driver.create_output_topic("negative").read_values()
+    [-2]
+    """
 
     def __init__(self, stream: KStream, prefix: str) -> None:
         self._stream = stream
@@ -340,16 +502,40 @@ class BranchedKStream:
     def branch(
         self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
     ) -> BranchedKStream:
+        """A branch for the records ``predicate(key, value)`` holds for (and no earlier branch
+        took), named ``prefix + name`` (default: its position, from 1).
+
+        >>> from streamtable import StreamsBuilder
+        >>> s = StreamsBuilder().stream("in")
+        >>> sorted(s.split().branch(lambda k, v: v > 0).branch(lambda k, v: v < 0)
+        ...        .no_default_branch())
+        ['1', '2']
+        """
         label = name if name is not None else str(len(self._branches) + 1)
         self._branches.append((predicate, self._prefix + label))
         return self
 
     def default_branch(self, *, name: str | None = None) -> dict[str, KStream]:
+        """Finish with a branch for the records no predicate took (named ``prefix + name``,
+        default ``"0"``); returns every branch by name.
+
+        >>> from streamtable import StreamsBuilder
+        >>> s = StreamsBuilder().stream("in")
+        >>> sorted(s.split(prefix="p-").branch(lambda k, v: v > 0).default_branch())
+        ['p-0', 'p-1']
+        """
         label = name if name is not None else "0"
         self._branches.append((None, self._prefix + label))
         return self._finish()
 
     def no_default_branch(self) -> dict[str, KStream]:
+        """Finish without a default branch: records no predicate took are dropped.
+
+        >>> from streamtable import StreamsBuilder
+        >>> s = StreamsBuilder().stream("in")
+        >>> list(s.split().branch(lambda k, v: v > 0, name="pos").no_default_branch())
+        ['pos']
+        """
         return self._finish()
 
     def _finish(self) -> dict[str, KStream]:

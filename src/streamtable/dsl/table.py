@@ -34,7 +34,15 @@ class KTable:
 
     @property
     def queryable_store_name(self) -> str | None:
-        """The store users can query, if this table was materialized under a name."""
+        """The store users can query, if this table was materialized under a name.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.table("users", materialized="users-store").queryable_store_name
+        'users-store'
+        >>> print(b.table("groups").queryable_store_name)
+        None
+        """
         if self._store is None:
             return None
         spec = self._builder._stores[self._store]
@@ -54,7 +62,19 @@ class KTable:
                materialized: Materialized | str | None = None, *,
                named: str | None = None) -> KTable:
         """Rows for which ``predicate(key, value)`` holds; a row that stops matching is deleted
-        downstream."""
+        downstream.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> (b.table("users").filter(lambda k, u: u["active"])
+        ...  .to_stream().to("out"))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> users = driver.create_input_topic("users")
+        >>> users.pipe_input("ann", {"active": True})
+        >>> users.pipe_input("ann", {"active": False})
+        >>> driver.create_output_topic("out").read_key_values()
+        [('ann', {'active': True}), ('ann', None)]
+        """
         return self._then(
             "KTABLE-FILTER", lambda s: tp.TableFilter(predicate, False, s), materialized, named
         )
@@ -62,7 +82,16 @@ class KTable:
     def filter_not(self, predicate: Callable[[Any, Any], bool],
                    materialized: Materialized | str | None = None, *,
                    named: str | None = None) -> KTable:
-        """Rows for which ``predicate(key, value)`` does not hold."""
+        """Rows for which ``predicate(key, value)`` does not hold.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> idle = b.table("users").filter_not(lambda k, u: u["active"], materialized="inactive")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("users").pipe_input("bob", {"active": False})
+        >>> driver.get_key_value_store("inactive").get("bob")
+        {'active': False}
+        """
         return self._then(
             "KTABLE-FILTER", lambda s: tp.TableFilter(predicate, True, s), materialized, named
         )
@@ -70,7 +99,16 @@ class KTable:
     def map_values(self, mapper: Callable[..., Any],
                    materialized: Materialized | str | None = None, *,
                    named: str | None = None) -> KTable:
-        """``mapper(value)`` or ``mapper(key, value)`` for every row."""
+        """``mapper(value)`` or ``mapper(key, value)`` for every row.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> names = b.table("users").map_values(lambda u: u["name"], materialized="names")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("users").pipe_input("u1", {"name": "Ann"})
+        >>> driver.get_key_value_store("names").get("u1")
+        'Ann'
+        """
         fn = with_key(mapper, "map_values")
         return self._then(
             "KTABLE-MAPVALUES", lambda s: tp.TableMapValues(fn, s), materialized, named
@@ -117,7 +155,16 @@ class KTable:
     def to_stream(self, mapper: Callable[[Any, Any], Any] | None = None, *,
                   named: str | None = None) -> KStream:
         """The table's changelog as a stream: each change's new value (``None`` on delete).
-        ``mapper(key, value)`` may pick a new key."""
+        ``mapper(key, value)`` may pick a new key.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.table("users").to_stream(lambda k, u: u and u["name"]).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("users").pipe_input("u1", {"name": "Ann"})
+        >>> driver.create_output_topic("out").read_key_values()
+        [('Ann', {'name': 'Ann'})]
+        """
         from streamtable.dsl.stream import KStream
 
         name = self._builder.new_name("KTABLE-TOSTREAM", named)
@@ -128,7 +175,13 @@ class KTable:
                  key_serde: Serde | str | None = None,
                  value_serde: Serde | str | None = None,
                  name: str | None = None) -> KGroupedTable:
-        """Re-group rows by ``selector(key, value) -> (new_key, new_value)``."""
+        """Re-group rows by ``selector(key, value) -> (new_key, new_value)``: an aggregation
+        of the result adds a row's new value under its new key and subtracts its old value
+        under its old key (see :class:`KGroupedTable`'s example).
+
+        >>> from streamtable import StreamsBuilder
+        >>> by_city = StreamsBuilder().table("users").group_by(lambda k, u: (u["city"], k))
+        """
         from streamtable.dsl.grouped import KGroupedTable
 
         b = self._builder
@@ -166,7 +219,18 @@ class KTable:
                   foreign_key_extractor: Callable[[Any], Any] | None = None,
                   materialized: Materialized | str | None = None,
                   named: str | None = None) -> KTable:
-        """Like :meth:`join`, but a row without a match joins with ``None``."""
+        """Like :meth:`join`, but a row without a match joins with ``None``.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> (b.table("accounts").left_join(b.table("limits"), lambda a, limit: (a, limit))
+        ...  .to_stream().to("out"))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("accounts").pipe_input("a1", "Ann")
+        >>> driver.create_input_topic("limits").pipe_input("a1", 500)
+        >>> driver.create_output_topic("out").read_values()
+        [['Ann', None], ['Ann', 500]]
+        """
         if foreign_key_extractor is None:
             return self._pk_join(other, joiner, "left", materialized, named)
         return self._fk_join(other, joiner, foreign_key_extractor, True, materialized, named)

@@ -12,6 +12,7 @@ from typing import Any
 
 from streamtable.dsl.builder import StreamsBuilder
 from streamtable.dsl.stores import StoreBuilder
+from streamtable.dsl.stream import _is_global_store
 from streamtable.errors import TopologyError
 from streamtable.processors.io import Partitioner, TimestampExtractor
 from streamtable.serde import Serde
@@ -79,15 +80,31 @@ class TopologyBuilder:
             self.connect_processor_and_state_stores(p, store.name)
         return self
 
+    def add_global_store(self, store: StoreBuilder, source_name: str, topic: str,
+                         processor_name: str, supplier: Callable[[], Any], *,
+                         key_serde: Serde | str | None = None,
+                         value_serde: Serde | str | None = None,
+                         timestamp_extractor: TimestampExtractor | None = None
+                         ) -> TopologyBuilder:
+        """A global store kept by the processor ``supplier()`` makes, fed by a source of
+        ``topic`` (Kafka Streams' ``Topology.addGlobalStore``); see
+        :meth:`StreamsBuilder.add_global_store`."""
+        self._b.add_global_store(store, topic, supplier, key_serde=key_serde,
+                                 value_serde=value_serde,
+                                 timestamp_extractor=timestamp_extractor, named=processor_name,
+                                 source_named=source_name)
+        return self
+
     def connect_processor_and_state_stores(self, processor: str,
                                            *store_names: str) -> TopologyBuilder:
+        """Give processor ``processor`` access to stores already added (by name)."""
         node = self._b._nodes.get(processor)
         if node is None or not node.options.get("user"):
             raise TopologyError(f"{processor!r} is not a processor added with add_processor")
         for s in store_names:
             if s not in self._b._stores:
                 raise TopologyError(f"no store named {s!r}: add it with add_state_store first")
-            if s not in node.stores:
+            if s not in node.stores and not _is_global_store(self._b, s):
                 node.stores.append(s)
         return self
 
@@ -104,7 +121,9 @@ class TopologyBuilder:
         return self
 
     def build(self) -> Topology:
+        """The topology, to run with a ``TopologyTestDriver`` or a ``StreamsApp``."""
         return self._b.build()
 
     def describe(self) -> str:
+        """The topology's description (:meth:`Topology.describe`)."""
         return self.build().describe()

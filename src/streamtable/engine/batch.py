@@ -43,7 +43,7 @@ from streamtable.config import StreamsConfig
 from streamtable.engine.ordering import PartitionGroupOrdering
 from streamtable.engine.ports import RecordCollector
 from streamtable.engine.task import Task
-from streamtable.engine.wiring import Wiring
+from streamtable.engine.wiring import Wiring, state_version
 from streamtable.records import RawRecord, RecordRun
 from streamtable.state.base import TaskStatePersistence
 from streamtable.topology.graph import SubTopology, Topology
@@ -69,9 +69,13 @@ def run_task_batch(topology: Topology, wiring: Wiring, subtopology: int, task_id
                    batch_id: int, *, config: StreamsConfig, persistence: TaskStatePersistence,
                    collector: RecordCollector, records: Records,
                    topic_partitions: Mapping[str, int] | None = None,
-                   wall_clock_ms: int = 0, started_ms: int | None = None) -> BatchResult:
+                   wall_clock_ms: int = 0, started_ms: int | None = None,
+                   round_: int = 0) -> BatchResult:
     """Run task ``task_id`` of ``subtopology`` over its records of batch ``batch_id``, from
-    the state after batch ``batch_id - 1``; what it sends goes to ``collector``.
+    the state after batch ``batch_id - 1``; what it sends goes to ``collector``. In a topology
+    with cycles, ``round_`` is the round of the batch (see
+    :func:`~streamtable.engine.wiring.stage_groups`): it starts from the state the round before
+    left.
 
     ``wall_clock_ms`` is the batch's time (wall-clock punctuations due then fire after the
     records). The processors are initialised at ``started_ms`` when given (the application's
@@ -84,7 +88,7 @@ def run_task_batch(topology: Topology, wiring: Wiring, subtopology: int, task_id
     try:
         return _run(topology, wiring, topology.subtopology(subtopology), task_id, batch_id,
                     config, persistence, collector, records, topic_partitions, wall_clock_ms,
-                    started_ms)
+                    started_ms, round_)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -93,11 +97,13 @@ def run_task_batch(topology: Topology, wiring: Wiring, subtopology: int, task_id
 def _run(topology: Topology, wiring: Wiring, sub: SubTopology, task_id: int, batch_id: int,
          config: StreamsConfig, persistence: TaskStatePersistence, collector: RecordCollector,
          records: Records, topic_partitions: Mapping[str, int] | None,
-         wall_clock_ms: int, started_ms: int | None) -> BatchResult:
-    state = persistence.checkout(sub.id, task_id, batch_id - 1)
+         wall_clock_ms: int, started_ms: int | None, round_: int) -> BatchResult:
+    version = state_version(wiring, batch_id, round_)
+    state = persistence.checkout(sub.id, task_id, version - 1)
     # global tables as of this batch: their task ran before this one
     keepers = global_keepers(topology, sub)
-    global_states = [persistence.checkout(gid, 0, batch_id) for gid in keepers]
+    global_states = [persistence.checkout(gid, 0, state_version(wiring, batch_id))
+                     for gid in keepers]
     global_stores = {name: g.create(topology.stores[name], 0)
                      for gid, g in zip(keepers, global_states, strict=True)
                      for name in topology.subtopology(gid).stores}
@@ -120,7 +126,7 @@ def _run(topology: Topology, wiring: Wiring, sub: SubTopology, task_id: int, bat
     task.commit()
     task.close()  # a task lives for one batch: its processors' init ran at its start
     state.stream_time = task.stream_time
-    changes = persistence.commit(state, batch_id)
+    changes = persistence.commit(state, version)
     persistence.checkin(state)
     for g in global_states:  # read only: handed back as checked out
         persistence.checkin(g)

@@ -38,14 +38,14 @@ those packages never import the engine, and are named here too:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from streamtable.serving.base import QueryableStore, ServingStore, StoreChange
 from streamtable.state.base import KeyValueStore, StoreBackend, TaskStatePersistence
 from streamtable.storage.base import DurableStorage
 
 if TYPE_CHECKING:
-    from streamtable.records import Headers, RawRecord
+    from streamtable.records import Headers, OutputRecord, RawRecord
 
 __all__ = [
     "DurableStorage",
@@ -77,14 +77,14 @@ class RecordCollector(Protocol):
 
 
 class OutputWriter(Protocol):
-    """Writes a batch's records for external topics (dicts with topic, key, value, timestamp,
-    partition, headers), exactly once per batch id: a replayed batch writes nothing twice.
+    """Writes a batch's records for external topics (:data:`OutputRecord` tuples), exactly once
+    per batch id: a replayed batch writes nothing twice.
 
     A writer with a true ``distributed`` attribute is picklable and is called by each task
     where it runs (``writer`` = the task), so nothing is gathered on the driver; any other is
     called once per batch on the driver with all the batch's records."""
 
-    def write(self, batch_id: int, records: list[dict[str, Any]], writer: str = "0") -> None:
+    def write(self, batch_id: int, records: list[OutputRecord], writer: str = "0") -> None:
         """``writer`` names one of several writers of the same batch (e.g. a task): each
         replays its own records."""
         ...

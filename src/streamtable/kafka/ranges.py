@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
+from streamtable.kafka.client_log import with_client_log
 from streamtable.records import RecordRun
 
 logger = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def _take_consumer(conf: dict[str, Any]) -> Any:
 
     with _IDLE_LOCK:
         kept = _IDLE.pop(_idle_key(conf), None)
-    return kept[0] if kept is not None else Consumer(conf)
+    return kept[0] if kept is not None else Consumer(with_client_log(conf))
 
 
 def _give_back(conf: dict[str, Any], consumer: Any) -> None:

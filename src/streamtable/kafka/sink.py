@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import atexit
 import datetime as _dt
+import itertools
 import json
 import logging
 import os
@@ -55,7 +56,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from streamtable.errors import StreamsError
 from streamtable.kafka.admin import partition_counts
-from streamtable.partitioner import default_partition, murmur2
+from streamtable.kafka.client_log import with_client_log
+from streamtable.partitioner import default_partition, murmur2, positive_hashes
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +186,46 @@ def _as_record(row: Any) -> SinkRecord:
     )
 
 
+# records of a chunk read and hashed together (see :func:`_fielded`)
+_FIELD_CHUNK = 4096
+
+_Fields = tuple[str, bytes | None, bytes | None, int | None, Any, int | None, int | None]
+
+
+def _fielded(rows: Iterable[Any]) -> Iterator[_Fields]:
+    """``rows`` as ``(topic, key, value, timestamp ms, headers, partition, key hash)`` tuples,
+    a chunk of a list at a time: the keys of a chunk that the default partitioner places are
+    hashed in one call (:func:`~streamtable.partitioner.positive_hashes`, vectorised); ``key
+    hash`` is None for a record with a partition or without a key. Other iterables are read one
+    row at a time, as they come (a generator's rows may still be in the making)."""
+    it = iter(rows)
+    size = _FIELD_CHUNK if isinstance(rows, list) else 1
+    while chunk := list(itertools.islice(it, size)):
+        fields = [_fields_of(row) for row in chunk]
+        placed = [f[1] for f in fields if f[1] is not None and f[5] is None]
+        hashes = iter(positive_hashes(placed))  # type: ignore[arg-type]
+        for topic, key, value, ts, headers, partition in fields:
+            yield (topic, key, value, ts, headers, partition,
+                   next(hashes) if key is not None and partition is None else None)
+
+
+def _fields_of(row: Any) -> tuple[str, bytes | None, bytes | None, int | None, Any, int | None]:
+    if type(row) is tuple and len(row) == 6:  # the runtime's own rows (OutputRecord)
+        _topic, key, value, ts, _headers, _partition = row
+        if ((key is None or type(key) is bytes) and (value is None or type(value) is bytes)
+                and type(ts) is int):
+            return row  # type: ignore[no-any-return]
+    if type(row) is dict:  # read without a SinkRecord in between
+        if "topic" not in row:
+            raise KafkaSinkError(f"sink row has no 'topic': {row!r}")
+        get = row.get
+        return (row["topic"], _to_bytes(get("key"), "key"), _to_bytes(get("value"), "value"),
+                _to_timestamp_ms(get("timestamp")), get("headers"), get("partition"))
+    rec = _as_record(row)
+    return (rec.topic, _to_bytes(rec.key, "key"), _to_bytes(rec.value, "value"),
+            _to_timestamp_ms(rec.timestamp), rec.headers, rec.partition)
+
+
 # ------------------------------------------------------------------------------ commit markers
 
 
@@ -249,10 +291,10 @@ class _TailScanner:
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_uncommitted",
-                "fetch.wait.max.ms": 10,
             }
         )
-        self.consumer = Consumer(conf)
+        conf.setdefault("fetch.wait.max.ms", 10)  # a setting of the user's wins (see kafka_source)
+        self.consumer = Consumer(with_client_log(conf))
         self.app = app_id.encode("utf-8")
         self.writer = writer_id.encode("utf-8")
         self.batch = str(batch_id).encode("ascii")
@@ -357,7 +399,7 @@ def _get_producer(conf: Mapping[str, Any]) -> Producer:
     with _PRODUCERS_LOCK:
         producer = _PRODUCERS.get(key)
         if producer is None:
-            producer = Producer(dict(conf))
+            producer = Producer(with_client_log(conf))
             _PRODUCERS[key] = producer
         return producer
 
@@ -501,23 +543,22 @@ def produce_rows(
     own_headers = [(HEADER_APP, app_b), (HEADER_WRITER, writer_b), (HEADER_BATCH, batch_b)]
     produce = producer.produce
     try:
-        for i, row in enumerate(rows):
-            rec = _as_record(row)
-            topic = rec.topic
+        i = -1
+        for topic, key, value, ts, user_headers, partition, hashed in _fielded(rows):
+            i += 1
             if topic not in counts:
                 counts.update(
                     partition_counts(bootstrap_servers, [topic], client=producer)
                 )
             n = counts[topic]
-            key = _to_bytes(rec.key, "key")
-            if rec.partition is not None:
-                part = int(rec.partition)
+            if partition is not None:
+                part = int(partition)
                 if not 0 <= part < n:
                     raise KafkaSinkError(
                         f"topic {topic!r} partition {part} does not exist (topic has {n})"
                     )
-            elif key is not None:
-                part = default_partition(key, n)
+            elif hashed is not None:
+                part = hashed % n
             else:
                 idx = null_key_index.get(topic, 0)
                 null_key_index[topic] = idx + 1
@@ -549,11 +590,9 @@ def produce_rows(
                 if seq in present[tp]:
                     result.skipped += 1
                     continue
-            headers: list[Any] = _to_headers(rec.headers) if rec.headers else []
+            headers: list[Any] = _to_headers(user_headers) if user_headers else []
             headers += own_headers
             headers.append((HEADER_SEQ, b"%d" % seq))
-            value = _to_bytes(rec.value, "value")
-            ts = _to_timestamp_ms(rec.timestamp)
             while True:
                 try:
                     if ts is None:

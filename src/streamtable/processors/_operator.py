@@ -62,6 +62,11 @@ class InternalProcessorContext(Protocol):
 
     def get_state_store(self, name: str) -> Any: ...
 
+    def internal_store(self, name: str) -> Any:
+        """A task store the topology does not declare (task state kept on behalf of other
+        stores, e.g. the stream time of window stores), created on first use."""
+        ...
+
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         """The forwarder of ``store_name``'s changes, cached or not as the store says."""
         ...

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
+from streamtable.durations import Duration
 from streamtable.records import Headers
 
 if TYPE_CHECKING:
@@ -66,15 +67,31 @@ class Record:
         self.headers = headers
 
     def with_value(self, value: Any) -> Record:
+        """This record with another value (see the class's example)."""
         return Record(self.key, value, self.timestamp, self.headers)
 
     def with_key(self, key: Any) -> Record:
+        """This record with another key.
+
+        >>> Record("k", 1, 1000).with_key("j")
+        Record(key='j', value=1, timestamp=1000)
+        """
         return Record(key, self.value, self.timestamp, self.headers)
 
     def with_key_value(self, key: Any, value: Any) -> Record:
+        """This record with another key and value.
+
+        >>> Record("k", 1, 1000).with_key_value("j", 2)
+        Record(key='j', value=2, timestamp=1000)
+        """
         return Record(key, value, self.timestamp, self.headers)
 
     def with_timestamp(self, timestamp: int) -> Record:
+        """This record with another timestamp (ms).
+
+        >>> Record("k", 1, 1000).with_timestamp(0).timestamp
+        0
+        """
         return Record(self.key, self.value, timestamp, self.headers)
 
     def __eq__(self, other: object) -> bool:
@@ -106,6 +123,9 @@ class PunctuationType(enum.Enum):
     of the interval after the current stream time (missed intervals are not caught up).
     ``WALL_CLOCK_TIME``: the system time (the test driver's mock clock; on Spark the time the
     micro-batch started, recorded with the batch), checked by the host once per commit.
+
+    >>> PunctuationType.STREAM_TIME.value
+    'stream_time'
     """
 
     STREAM_TIME = "stream_time"
@@ -156,7 +176,9 @@ class ProcessorContext(Protocol):
     """
 
     @property
-    def application_id(self) -> str: ...
+    def application_id(self) -> str:
+        """The application's ``application.id``."""
+        ...
 
     @property
     def task_id(self) -> int:
@@ -164,20 +186,24 @@ class ProcessorContext(Protocol):
         ...
 
     @property
-    def processor_name(self) -> str: ...
+    def processor_name(self) -> str:
+        """The name of the processor's node in the topology."""
+        ...
 
     def forward(self, record: Record, child: str | None = None) -> None:
         """Hand ``record`` to every child of this processor, or to the one named ``child``."""
         ...
 
     def get_state_store(self, name: str) -> Any:
-        """A store connected to this processor."""
+        """A store connected to this processor, or any global store (read only): a key-value
+        store, a timestamped one (values ``ValueAndTimestamp``: a DSL store's) or a window
+        store, as the store was built (see ``processors/user.py``)."""
         ...
 
-    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+    def schedule(self, interval_ms: Duration, punctuation_type: PunctuationType,
                  punctuator: Punctuator) -> Cancellable:
-        """Call ``punctuator(time)`` every ``interval_ms`` of stream time or wall-clock time;
-        ``cancel()`` the result to stop."""
+        """Call ``punctuator(time)`` every ``interval_ms`` (ms or a ``timedelta``) of stream
+        time or wall-clock time; ``cancel()`` the result to stop."""
         ...
 
     def record_metadata(self) -> RecordMetadata | None:
@@ -223,15 +249,22 @@ class Processor(Generic[C]):
     _children_by_name: dict[str, Processor]
 
     def init(self, context: C) -> None:
+        """Called once before the first record with the task's context; the default keeps it
+        as ``self.context``. Get stores and schedule punctuations here (see
+        :class:`ProcessorContext`)."""
         self.context = context
 
     def process(self, record: Record) -> None:
+        """Called once per record: what a processor implements (see the class's example)."""
         raise NotImplementedError
 
     def close(self) -> None:
+        """Called when the task closes (release what ``init`` acquired)."""
         pass
 
     def forward(self, record: Record, child: str | None = None) -> None:
+        """Hand ``record`` to every child of this processor, or to the one named ``child``
+        (see the class's example)."""
         if child is not None:
             self._children_by_name[child].process(record)
             return

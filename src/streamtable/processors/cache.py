@@ -59,6 +59,13 @@ class ChangeForwarder:
         if not self.caching:
             self._processor.forward(Record(key, Change(new, old), timestamp, headers))
             return
+        entry = self._dirty.get(key)
+        if entry is not None and new is not None:  # hold(), for the common case: a held key
+            entry[1] = new
+            entry[2] = timestamp
+            entry[3] = headers
+            entry[4] = self._host.current_raw
+            return
         self.hold(key, new, old, timestamp, headers, self._host.current_raw)
         if len(self._dirty) > self.max_entries:  # only a new key adds an entry
             self._evict_eldest()

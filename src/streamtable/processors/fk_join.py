@@ -13,7 +13,11 @@ response's hash is still the hash of the current left value (otherwise it answer
 value, and a newer response is on its way). The result is a materialized KTable.
 
 Kafka Streams answers on the left side itself, which makes its sub-topologies a cycle; the mirror
-keeps ours a chain that runs in one pass per micro-batch. An answer must not overtake the left
+keeps ours a chain that runs in one pass per micro-batch. When the result meets the left table
+again (joined back to it, or a second foreign-key join to the same right table), the join output
+shares a sub-topology with the left or the right side and the cycle is back, as in Kafka Streams:
+hosts run it in rounds within a batch (``engine.wiring.stage_groups``). An answer must not
+overtake the left
 value it answers (a record cache upstream flushes out of timestamp order), so the Spark runtime
 processes a batch's mirror records before its answers; an answer about an older left value is
 then dropped, and within one micro-batch only the join results of the latest left values are

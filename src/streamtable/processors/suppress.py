@@ -55,21 +55,40 @@ class SuppressionBuffer(Operator):
         super().init(context)
         self.store = context.get_state_store(self.store_name)
         self._observed = -1
-        # (buffer time, key order, key): keys held at one time leave in key order (Kafka
-        # Streams: by key bytes), whatever order a restored buffer lists them in
-        self._heap: list[tuple[int, Any, Any]] = []
+        # The held keys grouped by buffer time: the distinct times in a heap, each time's keys
+        # in a list. Keys held at one time leave in key order (Kafka Streams: by key bytes),
+        # whatever order a restored buffer lists them in: a group is sorted once when its turn
+        # comes (a windowed table's buffer holds every key of a window under one time, and a
+        # heap of keys would compare their orders some 40 times each to pop them).
+        self._times: list[int] = []
+        self._by_time: dict[int, list[Any]] = {}
+        self._unsorted: set[int] = set()
+        self._count = 0
         self._bytes = 0
         for key, value in self.store.items():
             if key == _OBSERVED:
                 self._observed = value
                 continue
-            self._heap.append((value[2], key_order(key), key))
+            if self._add(key, value[2]):
+                self._times.append(value[2])
             if self.buffer.max_bytes is not None:
                 self._bytes += len(pickle.dumps(value))
-        heapq.heapify(self._heap)
+        heapq.heapify(self._times)
+
+    def _add(self, key: Any, buffer_time: int) -> bool:
+        """Group a newly held key under its buffer time; True if the time is new (the caller
+        puts it in the heap)."""
+        self._count += 1
+        group = self._by_time.get(buffer_time)
+        if group is None:
+            self._by_time[buffer_time] = [key]
+            return True
+        group.append(key)
+        self._unsorted.add(buffer_time)
+        return False
 
     def _held(self) -> int:
-        return len(self._heap)
+        return self._count
 
     def hold(self, key: Any, change: Change[Any], buffer_time: int, record: Record) -> None:
         """Hold ``change`` of ``key``; a key held already keeps its buffer time."""
@@ -81,8 +100,8 @@ class SuppressionBuffer(Operator):
                 self._bytes -= len(pickle.dumps(held))
         entry = (change.new, first_old, buffer_time, record.timestamp, record.headers)
         self.store.put(key, entry)
-        if held is None:
-            heapq.heappush(self._heap, (buffer_time, key_order(key), key))
+        if held is None and self._add(key, buffer_time):
+            heapq.heappush(self._times, buffer_time)
         if self.buffer.max_bytes is not None:
             self._bytes += len(pickle.dumps(entry))
 
@@ -90,10 +109,19 @@ class SuppressionBuffer(Operator):
                     forward_tombstones: bool = True) -> bool:
         """Forward held keys, oldest buffer time first, while ``condition(buffer time)``
         holds; True if any was forwarded."""
-        heap = self._heap
+        times, by_time, unsorted = self._times, self._by_time, self._unsorted
         forwarded = False
-        while heap and condition(heap[0][0]):
-            _, _, key = heapq.heappop(heap)
+        while times and condition(times[0]):
+            time = times[0]
+            group = by_time[time]
+            if time in unsorted:  # the last key in order leaves first
+                group.sort(key=key_order, reverse=True)
+                unsorted.discard(time)
+            key = group.pop()
+            if not group:
+                heapq.heappop(times)
+                del by_time[time]
+            self._count -= 1
             entry = self.store.get(key)
             self.store.delete(key)
             if self.buffer.max_bytes is not None:

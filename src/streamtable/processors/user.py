@@ -4,15 +4,20 @@ A user's processor is a :class:`~streamtable.processors.api.Processor` like ever
 ``init`` receives a :class:`ProcessorApiContext`, the
 :class:`~streamtable.processors.api.ProcessorContext` (Kafka Streams' ``api.ProcessorContext``):
 the task's context narrowed to this processor (its connected stores, forwarding to its children,
-punctuations on its behalf). Stores appear as :class:`KeyValueStoreView`, plain values over the
-task's ``(value, timestamp)`` stores.
+punctuations on its behalf). Stores appear as Kafka Streams' store interfaces over the task's
+``(value, timestamp)`` stores: a :class:`KeyValueStoreView` (plain values) for a store built with
+``Stores.key_value_store_builder``, a :class:`TimestampedKeyValueStoreView`
+(:class:`~streamtable.state.timestamped.ValueAndTimestamp` values) for a timestamped one and for
+every store the DSL made (a table's, an aggregation's), and a
+:class:`~streamtable.state.window_store.WindowStore` for a window store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
+from streamtable.durations import Duration, to_ms
 from streamtable.errors import ProcessingError
 from streamtable.processors._operator import InternalProcessorContext
 from streamtable.processors.api import (
@@ -23,7 +28,12 @@ from streamtable.processors.api import (
     Record,
     RecordMetadata,
 )
-from streamtable.state.stores import ReadOnlyKeyValueStore
+from streamtable.state.stores import ReadOnlyKeyValueStore, sort_entries
+from streamtable.state.timestamped import ValueAndTimestamp
+from streamtable.state.window_store import WINDOW_META_STORE, WindowStore
+
+if TYPE_CHECKING:
+    from streamtable.state.spec import StoreSpec
 
 
 class KeyValueStoreView(ReadOnlyKeyValueStore):
@@ -66,6 +76,76 @@ class KeyValueStoreView(ReadOnlyKeyValueStore):
         return self._show(self._store.delete(key))
 
 
+class TimestampedKeyValueStoreView(KeyValueStoreView):
+    """A task store whose values carry their timestamps, as a user's processor reads and writes
+    it (Kafka Streams' ``TimestampedKeyValueStore``): ``get`` gives a
+    :class:`~streamtable.state.timestamped.ValueAndTimestamp` (or ``None``), ``put`` takes one
+    (``None`` deletes), ``all``/``range``/``prefix_scan`` give ``(key, ValueAndTimestamp)``.
+
+    >>> from streamtable.state import InMemoryKeyValueStore
+    >>> store = TimestampedKeyValueStoreView(InMemoryKeyValueStore("prices"), lambda: 5)
+    >>> store.put("AAPL", ValueAndTimestamp(190.5, 1_000)); store.get("AAPL")
+    ValueAndTimestamp(value=190.5, timestamp=1000)
+    """
+
+    def _show(self, stored: Any) -> Any:
+        return None if stored is None else ValueAndTimestamp(*stored)
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        return ((k, ValueAndTimestamp(*v)) for k, v in sort_entries(list(self._store.items())))
+
+    def put(self, key: Any, value: Any) -> None:
+        if key is None:
+            raise ValueError(f"store {self.name!r}: a key must not be None")
+        if value is None:
+            self._store.delete(key)
+            return
+        if not isinstance(value, tuple) or len(value) != 2:
+            raise TypeError(f"timestamped store {self.name!r} takes ValueAndTimestamp values "
+                            f"(ValueAndTimestamp(value, timestamp)), not {type(value).__name__}")
+        if value[0] is None:
+            self._store.delete(key)
+        else:
+            self._store.put(key, (value[0], value[1]))
+
+
+class ReadOnlyStoreView(KeyValueStoreView):
+    """A global store as the processors of a task see it (Kafka Streams: only the global
+    store's own processor writes it): reads only."""
+
+    def put(self, key: Any, value: Any) -> None:
+        raise ProcessingError(f"global store {self.name!r} is read-only here: only the "
+                              "processor given to add_global_store writes it")
+
+    def delete(self, key: Any) -> Any:
+        self.put(key, None)
+
+
+class TimestampedReadOnlyStoreView(TimestampedKeyValueStoreView):
+    """:class:`ReadOnlyStoreView` with :class:`ValueAndTimestamp` values."""
+
+    put = ReadOnlyStoreView.put  # type: ignore[assignment]
+    delete = ReadOnlyStoreView.delete
+
+
+def store_view(spec: StoreSpec, store: Any, meta: Any, now: Any,
+               on_expired: Any = None, read_only: bool = False) -> Any:
+    """The Processor API's view of a task store, as its spec says (see the module docstring).
+    ``meta`` gives the task's store of window stores' stream times; ``read_only`` views (of
+    global stores, from other tasks) refuse writes."""
+    if read_only:
+        return (TimestampedReadOnlyStoreView(store, now) if spec.timestamped
+                else ReadOnlyStoreView(store, now))
+    if spec.kind == "window" and spec.window_size_ms is not None:
+        return WindowStore(store, meta(), window_size=spec.window_size_ms,
+                           retention=spec.retention_ms or spec.window_size_ms,
+                           retain_duplicates=spec.retain_duplicates,
+                           timestamped=spec.timestamped, now=now, on_expired=on_expired)
+    if spec.timestamped:
+        return TimestampedKeyValueStoreView(store, now)
+    return KeyValueStoreView(store, now)
+
+
 class ProcessorApiContext:
     """The context of a user's processor (the
     :class:`~streamtable.processors.api.ProcessorContext` protocol, Kafka Streams'
@@ -85,14 +165,16 @@ class ProcessorApiContext:
         ...             self.context.forward(Record(user, now - seen, now))
     """
 
-    __slots__ = ("_task", "_node", "_connected", "_stores")
+    __slots__ = ("_task", "_node", "_connected", "_read_only", "_stores")
 
     def __init__(self, task: InternalProcessorContext, node: Processor,
-                 stores: tuple[str, ...]) -> None:
+                 stores: Mapping[str, StoreSpec], read_only: frozenset[str] = frozenset()
+                 ) -> None:
         self._task = task
         self._node = node
         self._connected = stores
-        self._stores: dict[str, KeyValueStoreView] = {}
+        self._read_only = read_only
+        self._stores: dict[str, Any] = {}
 
     @property
     def application_id(self) -> str:
@@ -115,26 +197,34 @@ class ProcessorApiContext:
                 f"{sorted(self._node._children_by_name)}", processor=self._node.name)
         Processor.forward(self._node, record, child)
 
-    def get_state_store(self, name: str) -> KeyValueStoreView:
-        """A store connected to this processor (``stream.process(..., "name")``)."""
+    def get_state_store(self, name: str) -> Any:
+        """A store connected to this processor (``stream.process(..., "name")``): a
+        :class:`KeyValueStoreView`, a :class:`TimestampedKeyValueStoreView` or a
+        :class:`~streamtable.state.window_store.WindowStore`, as the store was built."""
         view = self._stores.get(name)
         if view is None:
-            if name not in self._connected:
+            spec = self._connected.get(name)
+            if spec is None:
                 raise ProcessingError(
                     f"store {name!r} is not connected to processor {self._node.name!r} "
                     f"(connected: {list(self._connected)}); name it in "
                     "stream.process(supplier, store_name)", processor=self._node.name)
-            view = self._stores[name] = KeyValueStoreView(
-                self._task.get_state_store(name), lambda: self._task.stream_time)
+            task, node = self._task, self._node.name
+            view = self._stores[name] = store_view(
+                spec, task.get_state_store(name),
+                lambda: task.internal_store(WINDOW_META_STORE), lambda: task.stream_time,
+                lambda: task.record_dropped(node, "expired window store record"),
+                read_only=name in self._read_only)
         return view
 
-    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+    def schedule(self, interval_ms: Duration, punctuation_type: PunctuationType,
                  punctuator: Punctuator) -> Cancellable:
-        """Call ``punctuator(time)`` every ``interval_ms`` of stream time or wall-clock time
-        (see :class:`~streamtable.processors.api.PunctuationType`); ``cancel()`` the result to
-        stop. Schedule in ``init``: the schedule is task state and continues across restarts
-        (and the Spark runtime's micro-batches)."""
-        return self._task.schedule(self._node, interval_ms, punctuation_type, punctuator)
+        """Call ``punctuator(time)`` every ``interval_ms`` (ms or a ``timedelta``) of stream
+        time or wall-clock time (see :class:`~streamtable.processors.api.PunctuationType`);
+        ``cancel()`` the result to stop. Schedule in ``init``: the schedule is task state and
+        continues across restarts (and the Spark runtime's micro-batches)."""
+        interval = to_ms(interval_ms, "interval_ms")
+        return self._task.schedule(self._node, interval, punctuation_type, punctuator)
 
     def record_metadata(self) -> RecordMetadata | None:
         """Topic, partition and offset of the input record being processed (None in a

@@ -50,11 +50,11 @@ class ExpiringWindows(StoringProcessor, Generic[W]):
     window of ``windows``, in a store that keeps windows for ``retention`` ms (Kafka Streams'
     window and session stores' retention period).
 
-    A window expires once stream time is ``retention`` past its start (a session: past its
-    end): it is deleted from the store through the store's own ``delete``, so a runtime that
-    persists the store's changes persists the deletion too. Nothing is forwarded for an
-    expired window (Kafka Streams drops the store's old segments silently). ``retention`` is
-    ``None`` for a store that keeps its windows forever.
+    A window expires once stream time is ``retention`` past its start (a session: more than
+    ``retention`` past its end): it is deleted from the store through the store's own
+    ``delete``, so a runtime that persists the store's changes persists the deletion too.
+    Nothing is forwarded for an expired window (Kafka Streams drops the store's old segments
+    silently). ``retention`` is ``None`` for a store that keeps its windows forever.
 
     The windows to expire are kept in a heap of ``(expiry time, sequence, window)``, read from
     the store at the first record (:meth:`index_store`) and pushed to as windows are created; a
@@ -63,6 +63,9 @@ class ExpiringWindows(StoringProcessor, Generic[W]):
 
     # a session store's windows expire by their end, a window store's by their start
     expire_by_end = False
+    # how long a window stays past ``retention`` (ms): a session ending exactly ``retention``
+    # before stream time is still open, a record within the gap merges with it
+    kept_past_retention = 0
     # what a record with a null key or value is counted as when dropped
     null_reason = "null key or value in a windowed aggregation"
 
@@ -120,7 +123,7 @@ class ExpiringWindows(StoringProcessor, Generic[W]):
         if not self._indexed:
             self.index_store()
         if self.retention is not None:
-            limit = self.context.stream_time - self.retention
+            limit = self.context.stream_time - self.retention - self.kept_past_retention
             heap = self._expiry
             if heap and heap[0][0] <= limit:
                 self.expire(limit)
@@ -366,6 +369,10 @@ class SessionWindowedAggregate(KeyedWindows[SessionWindows]):
     """
 
     expire_by_end = True
+    # expiry never takes what a merge can still reach: with the default retention (gap plus
+    # grace) a session expires once closed, when its end is before stream time minus gap and
+    # grace (Kafka Streams: a record at t merges with a session ending at t - gap or later)
+    kept_past_retention = 1
     null_reason = "null key or value in a session aggregation"
     order = attrgetter("end", "start")
 

@@ -8,8 +8,13 @@ sides: it is a tombstone, never encoded.
 {'a': 1}
 >>> STRING.serialize("t", "hé")
 b'h\\xc3\\xa9'
+
+Schema Registry serdes (Confluent's wire format, through confluent-kafka's own serializers;
+the ``registry`` extra): :class:`AvroSerde`, :class:`JsonSchemaSerde`, :class:`ProtobufSerde`
+in :mod:`streamtable.serde.registry`.
 """
 
+from streamtable.serde.registry import AvroSerde, JsonSchemaSerde, ProtobufSerde, RegistrySerde
 from streamtable.serde.serdes import (
     BYTES,
     DOUBLE,
@@ -31,6 +36,10 @@ from streamtable.serde.serdes import (
 )
 
 __all__ = [
+    "AvroSerde",
+    "JsonSchemaSerde",
+    "ProtobufSerde",
+    "RegistrySerde",
     "BYTES",
     "DOUBLE",
     "INTEGER",

@@ -2,7 +2,8 @@
 
     GET /stores                         the queryable stores
     GET /stores/{store}?from=&to=       all entries (or a key range), in key order
-    GET /stores/{store}/keys/{key}      one entry (404 when absent)
+    GET /stores/{store}/keys/{key}      one entry (404 when absent; on a window or session
+                                        store the 404 names the URL of the key's windows)
     GET /stores/{store}/windows/{key}?from=&to=   a window store: the key's windows starting
                                         in [from, to] (either bound optional), in start order
     GET /stores/{store}/windows?from=&to=         every key's windows starting in [from, to]
@@ -205,9 +206,11 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
     @api.get("/stores/{store}/keys/{key}", responses=not_found)
     def get(store: str, key: str) -> dict[str, Any]:
         parsed = _parse_key(key)
-        value = view(store).get(parsed)
+        v = view(store)
+        value = v.get(parsed)
         if value is None:
-            raise HTTPException(404, f"no key {parsed!r} in store {store!r}")
+            raise HTTPException(404, f"no key {parsed!r} in store {store!r}"
+                                + _windows_hint(v, store, parsed, key))
         return {"key": _jsonable(parsed), "value": _jsonable(value)}
 
     def windows_of(store: str) -> WindowQueries:
@@ -237,6 +240,23 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
             MAX_TIME if latest_start is None else latest_start))
 
     return api
+
+
+def _windows_hint(view: StoreView, store: str, key: Any, text: str) -> str:
+    """What a key lookup in a window or session store should have asked for: its keys are
+    windows, so a plain key is never one; where the key has windows, the URL that lists them."""
+    from urllib.parse import quote
+
+    if isinstance(view, SessionQueries):
+        kind, found = "session", bool(view.fetch(key))
+    elif isinstance(view, WindowQueries):
+        kind, found = "window", bool(view.fetch_windows(key))
+    else:
+        return ""
+    if not found:
+        return f" (a {kind} store: no {kind}s of it either)"
+    return (f" (a {kind} store: its keys are {kind}s; the {kind}s of {key!r} are at "
+            f"/stores/{quote(store)}/{kind}s/{quote(text)})")
 
 
 def _windows(found: list[tuple[Windowed, Any]]) -> list[dict[str, Any]]:

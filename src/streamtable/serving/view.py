@@ -32,7 +32,7 @@ from streamtable.serving.codec import (
     encode_key,
     window_key_range,
 )
-from streamtable.state.stores import in_range, key_order, with_prefix
+from streamtable.state.stores import in_range, sort_entries, sorted_keys, with_prefix
 from streamtable.state.windowed import SessionQueries, Windowed, WindowQueries
 
 __all__ = ["SessionStoreView", "StoreRows", "StoreView", "WindowStoreView", "split_changes",
@@ -105,8 +105,7 @@ class StoreView:
     def _rows(self) -> list[tuple[Any, Any]]:
         items = [(decode_key(k), decode_value(v)[0])
                  for k, v in self._serving.read_rows(self.name)]
-        items.sort(key=lambda kv: key_order(kv[0]))
-        return items
+        return sort_entries(items)
 
     def all(self) -> Iterator[tuple[Any, Any]]:
         return iter(self._rows())
@@ -120,7 +119,7 @@ class StoreView:
     def keys_of_task(self, task: int) -> list[Any]:
         """Keys held by one task (partition): how work such as emails is sharded."""
         keys = self._serving.read_task_keys(self.name, task)
-        return sorted((decode_key(k) for k in keys), key=key_order)
+        return sorted_keys(decode_key(k) for k in keys)
 
     def approximate_num_entries(self) -> int:
         return self._serving.count_rows(self.name)
@@ -148,9 +147,7 @@ class ServingWindows:
             wkey = decode_key(k)
             if time_from <= wkey.start <= time_to:
                 found.append((wkey, decode_value(v)[0]))
-        if key is None:
-            found.sort(key=lambda kv: key_order(kv[0]))
-        return found
+        return found if key is not None else sort_entries(found)
 
 
 class WindowStoreView(StoreView, WindowQueries):

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.state.stores import key_order
+from streamtable.state.stores import sorted_keys
 from streamtable.state.task_state import TaskState
 from streamtable.state.windowed import (
     Windowed,
@@ -158,7 +158,7 @@ class RocksDBKeyValueStore:
                     keys.discard(k)
                 else:
                     keys.add(k)
-        return sorted(keys, key=key_order)
+        return sorted_keys(keys)
 
     def __len__(self) -> int:
         return self._count

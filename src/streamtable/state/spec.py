@@ -9,7 +9,12 @@ from streamtable.serde import Serde
 
 @dataclass
 class StoreSpec:
-    """A state store: its name, whether it caches and logs, and whether users may query it."""
+    """A state store: its name, whether it caches and logs, and whether users may query it.
+
+    A window store a user declared (``Stores.window_store_builder``) has its window size,
+    retention and duplicates policy; ``timestamped`` says whether a user's processor sees the
+    store's values with their timestamps (every DSL store; ``Stores.timestamped_*``).
+    """
 
     name: str
     kind: str = "key-value"
@@ -18,6 +23,10 @@ class StoreSpec:
     queryable: bool = False
     key_serde: Serde | None = None
     value_serde: Serde | None = None
+    timestamped: bool = True
+    window_size_ms: int | None = None
+    retention_ms: int | None = None
+    retain_duplicates: bool = False
 
     def changelog_topic(self, application_id: str) -> str:
         return f"{application_id}-{self.name}-changelog"

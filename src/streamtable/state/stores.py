@@ -7,6 +7,7 @@ stores. Users query them through :class:`ReadOnlyKeyValueStore`, which shows val
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import TopologyError
@@ -57,6 +58,46 @@ def key_order(key: Any) -> tuple[Any, ...]:
     if isinstance(key, Windowed):
         return (5, key_order(key.key), key.start, key.end)
     return (9, type(key).__name__, repr(key))
+
+
+# key types whose own order is their key_order (among keys all of that one type)
+_SELF_ORDERED = frozenset({str, bytes, int})
+_first = itemgetter(0)
+
+
+def _entry_order(entry: tuple[Any, Any]) -> tuple[Any, ...]:
+    return key_order(entry[0])
+
+
+def sort_entries(entries: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Sort ``(key, value)`` entries in place by their keys' :func:`key_order`, and return
+    them. Keys all of one plain type (``str``, ``bytes`` or ``int``: the common case) sort by
+    themselves, without a Python call per key.
+
+    >>> sort_entries([("b", 1), ("a", 2)]), sort_entries([(2, "x"), ("a", "y"), (1, "z")])
+    ([('a', 2), ('b', 1)], [(1, 'z'), (2, 'x'), ('a', 'y')])
+    """
+    kinds = set(map(type, map(_first, entries)))
+    if len(kinds) == 1 and kinds <= _SELF_ORDERED:
+        entries.sort(key=_first)
+    else:
+        entries.sort(key=_entry_order)
+    return entries
+
+
+def sorted_keys(keys: Iterable[Any]) -> list[Any]:
+    """``keys`` in :func:`key_order` (keys of one plain type sort by themselves).
+
+    >>> sorted_keys(["b", "a"]), sorted_keys([Windowed("b", 0, 1), Windowed("a", 5, 6)])[0]
+    (['a', 'b'], Windowed(key='a', start=5, end=6))
+    """
+    keys = list(keys)
+    kinds = set(map(type, keys))
+    if len(kinds) == 1 and kinds <= _SELF_ORDERED:
+        keys.sort()
+    else:
+        keys.sort(key=key_order)
+    return keys
 
 
 def first_of(key: Any) -> Any:
@@ -229,7 +270,7 @@ class TaskStoresView:
 
     def keys_with_first(self, first: Any) -> list[Any]:
         keys = [k for store in self._stores() for k in store.keys_with_first(first)]
-        return sorted(keys, key=key_order)
+        return sorted_keys(keys)
 
     def __len__(self) -> int:
         return sum(len(store) for store in self._stores())
@@ -261,8 +302,10 @@ class ReadOnlyKeyValueStore:
         return self._show(self._store.get(key))
 
     def all(self) -> Iterator[tuple[Any, Any]]:
-        for k, v in sorted(self._store.items(), key=lambda kv: key_order(kv[0])):
-            yield k, self._show(v)
+        entries = sort_entries(list(self._store.items()))
+        if self._timestamped:
+            return iter(entries)
+        return ((k, v[0]) for k, v in entries)  # a store holds no None
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
         """Entries with ``from_key <= key <= to_key`` (either bound may be ``None``)."""

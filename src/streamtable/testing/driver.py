@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamtable.config import StreamsConfig
+from streamtable.durations import Duration, to_ms
 from streamtable.engine.batch import run_task_batch
 from streamtable.engine.ports import RecordOrdering
 from streamtable.engine.task import Task, origin_of
@@ -46,7 +47,11 @@ TEST_APPLICATION_ID = "test-app"
 
 @dataclass
 class TestRecord:
-    """A record read from an output topic."""
+    """A record read from an output topic: key, value, timestamp and headers.
+
+    >>> TestRecord("alice", 3, 60_000)
+    TestRecord(key='alice', value=3, timestamp=60000, headers=())
+    """
 
     key: Any
     value: Any
@@ -213,7 +218,9 @@ class TopologyTestDriver:
         """Batch mode: process the records piped since the last batch as the Spark runtime
         processes one micro-batch. Each sub-topology in turn (those writing a repartition topic
         before those reading it) takes its records of the batch — including what earlier
-        sub-topologies wrote in this batch — in partition-group order, then commits once.
+        sub-topologies wrote in this batch — in partition-group order, then commits once; the
+        sub-topologies of a cycle (a foreign-key join's result joined with its left table) run
+        in rounds until none writes for another (see ``engine.wiring.stage_groups``).
 
         >>> from streamtable import StreamsBuilder
         >>> b = StreamsBuilder()
@@ -237,29 +244,43 @@ class TopologyTestDriver:
                 topic_partitions[topic] = self._counts[sid]
         # the batch's global table updates come before every stream record of the batch, as
         # on Spark (the global stage runs first)
-        for sid in [st.id for st in self.topology.global_subtopologies] + list(
-                self._wiring.stage_order):
-            by_task: dict[int, list[RawRecord]] = defaultdict(list)
-            rest: list[tuple[RawRecord, int]] = []
-            for raw, task_id in self._batch:
-                if self._reader[raw.topic] == sid:
-                    by_task[0 if sid not in self._counts else task_id].append(raw)
-                else:
-                    rest.append((raw, task_id))
-            self._batch = rest
-            tasks = set(by_task)
-            if sid in self._counts and punctuates_on_wall_clock(self.topology, sid):
-                tasks.update(range(self._counts.get(sid, 1)))  # every task runs, as on Spark
-            for task_id in sorted(tasks):
-                result = run_task_batch(
-                    self.topology, self._wiring, sid, task_id, self.batches,
-                    config=self.config, persistence=self._states,
-                    collector=_TaskCollector(self, task_id),
-                    records=_in_order(by_task.get(task_id, [])),
-                    topic_partitions=topic_partitions, wall_clock_ms=self.wall_clock_ms,
-                    started_ms=self._started_ms)
-                self._dropped.update(result.dropped)
+        groups = [(st.id,) for st in self.topology.global_subtopologies] + list(
+            self._wiring.stage_groups)
+        for group in groups:
+            # a cycle runs in rounds: what a member writes for itself or for one before it
+            # waits for the next round (see engine.wiring.stage_groups)
+            round_ = 0
+            while True:
+                for sid in group:
+                    self._run_stage(sid, round_, topic_partitions)
+                if not any(self._reader[raw.topic] in group for raw, _ in self._batch):
+                    break
+                round_ += 1
         self.batches += 1
+
+    def _run_stage(self, sid: int, round_: int, topic_partitions: dict[str, int]) -> None:
+        """Batch mode: run each task of sub-topology ``sid`` over its records waiting now."""
+        by_task: dict[int, list[RawRecord]] = defaultdict(list)
+        rest: list[tuple[RawRecord, int]] = []
+        for raw, task_id in self._batch:
+            if self._reader[raw.topic] == sid:
+                by_task[0 if sid not in self._counts else task_id].append(raw)
+            else:
+                rest.append((raw, task_id))
+        self._batch = rest
+        tasks = set(by_task)
+        if (round_ == 0 and sid in self._counts
+                and punctuates_on_wall_clock(self.topology, sid)):
+            tasks.update(range(self._counts.get(sid, 1)))  # every task runs, as on Spark
+        for task_id in sorted(tasks):
+            result = run_task_batch(
+                self.topology, self._wiring, sid, task_id, self.batches,
+                config=self.config, persistence=self._states,
+                collector=_TaskCollector(self, task_id),
+                records=_in_order(by_task.get(task_id, [])),
+                topic_partitions=topic_partitions, wall_clock_ms=self.wall_clock_ms,
+                started_ms=self._started_ms, round_=round_)
+            self._dropped.update(result.dropped)
 
     def create_input_topic(
         self,
@@ -268,7 +289,7 @@ class TopologyTestDriver:
         value_serde: Serde | str | None = None,
         *,
         start_timestamp: int | None = None,
-        auto_advance_ms: int = 0,
+        auto_advance_ms: Duration = 0,
         partitions: int = 1,
     ) -> TestInputTopic:
         """An input topic; its serdes default to the application's default serdes. With
@@ -276,10 +297,10 @@ class TopologyTestDriver:
         self._partitions[topic] = partitions
         return TestInputTopic(
             self, topic,
-            serde_from(key_serde, self.config.default_key_serde),
+            serde_from(key_serde, self.config.default_key_serde, key=True),
             serde_from(value_serde, self.config.default_value_serde),
             self.wall_clock_ms if start_timestamp is None else start_timestamp,
-            auto_advance_ms,
+            to_ms(auto_advance_ms, "auto_advance_ms"),
         )
 
     def create_output_topic(
@@ -291,36 +312,102 @@ class TopologyTestDriver:
         """An output topic, read from its first record."""
         return TestOutputTopic(
             self, topic,
-            serde_from(key_serde, self.config.default_key_serde),
+            serde_from(key_serde, self.config.default_key_serde, key=True),
             serde_from(value_serde, self.config.default_value_serde),
         )
 
     def topic_records(self, topic: str) -> list[RawRecord]:
-        """Every raw record written to ``topic`` so far (internal topics use their full name)."""
+        """Every raw record written to ``topic`` so far (internal topics use their full name).
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input("k", {"n": 1}, timestamp=5)
+        >>> record = driver.topic_records("out")[0]
+        >>> record.key, record.value, record.timestamp
+        (b'"k"', b'{"n":1}', 5)
+        """
         return list(self._log(topic).records)
 
     # -- state -----------------------------------------------------------------------------
     def get_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
-        """Query a store by name: ``get``, ``all``, ``range``, ``prefix_scan``."""
+        """Query a store by name: ``get``, ``all``, ``range``, ``prefix_scan``.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("in").group_by_key().count(materialized="counts")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("b", 1), ("a", 1)])
+        >>> store = driver.get_key_value_store("counts")
+        >>> store.get("a"), sorted(store.all())
+        (2, [('a', 2), ('b', 1)])
+        """
         return ReadOnlyKeyValueStore(self._store(name))
 
     def get_timestamped_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
-        """Like :meth:`get_key_value_store`, with ``(value, timestamp)`` values."""
+        """Like :meth:`get_key_value_store`, with ``(value, timestamp)`` values.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> latest = b.table("in", materialized="latest")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input("a", "x", timestamp=7)
+        >>> driver.get_timestamped_key_value_store("latest").get("a")
+        ('x', 7)
+        """
         return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
 
     def get_window_store(self, name: str) -> ReadOnlyWindowStore:
         """Query the store of a time- or sliding-windowed aggregation:
         ``fetch(key, time_from, time_to)`` gives ``(window start, value)`` pairs,
-        ``fetch_all(time_from, time_to)`` ``(Windowed, value)`` pairs."""
+        ``fetch_all(time_from, time_to)`` ``(Windowed, value)`` pairs (see the
+        windows guide).
+
+        >>> from streamtable import Materialized, StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> counts = (b.stream("in").group_by_key().windowed_by(TimeWindows.of(1000))
+        ...           .count(Materialized.as_("per-second").with_retention(60_000)))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> topic = driver.create_input_topic("in")
+        >>> for t in (100, 200, 1100):
+        ...     topic.pipe_input("a", "x", timestamp=t)
+        >>> driver.get_window_store("per-second").fetch("a", 0, 1000)
+        [(0, 2), (1000, 1)]
+        """
         return ReadOnlyWindowStore(self._store(name, "window"))
 
     def get_timestamped_window_store(self, name: str) -> ReadOnlyWindowStore:
-        """Like :meth:`get_window_store`, with ``(value, timestamp)`` values."""
+        """Like :meth:`get_window_store`, with ``(value, timestamp)`` values (the timestamp
+        of a window's latest update).
+
+        >>> from streamtable import StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> counts = (b.stream("in").group_by_key().windowed_by(TimeWindows.of(1000))
+        ...           .count("per-second"))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input("a", "x", timestamp=300)
+        >>> driver.get_timestamped_window_store("per-second").fetch("a", 0, 0)
+        [(0, (1, 300))]
+        """
         return ReadOnlyWindowStore(self._store(name, "window"), timestamped=True)
 
     def get_session_store(self, name: str) -> ReadOnlySessionStore:
         """Query the store of a session-windowed aggregation: ``fetch(key)``,
-        ``find_sessions(key, earliest_session_end, latest_session_start)``."""
+        ``find_sessions(key, earliest_session_end, latest_session_start)``.
+
+        >>> from streamtable import Materialized, SessionWindows, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> sessions = (b.stream("in").group_by_key()
+        ...             .windowed_by(SessionWindows.of_inactivity_gap(1000))
+        ...             .count(Materialized.as_("sessions").with_retention(60_000)))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> topic = driver.create_input_topic("in")
+        >>> for t in (0, 500, 5000):
+        ...     topic.pipe_input("a", "x", timestamp=t)
+        >>> driver.get_session_store("sessions").fetch("a")
+        [(Windowed(key='a', start=0, end=500), 2), (Windowed(key='a', start=5000, end=5000), 1)]
+        """
         return ReadOnlySessionStore(self._store(name, "session"))
 
     def _store(self, name: str, kind: str | None = None) -> KeyValueStore:
@@ -339,17 +426,28 @@ class TopologyTestDriver:
 
     @property
     def dropped_records(self) -> dict[str, int]:
-        """Records dropped by Kafka Streams' rules, by reason (null keys, skipped errors)."""
+        """Records dropped by Kafka Streams' rules, by reason (null keys, late records,
+        skipped errors).
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("in").group_by_key().count()
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input(None, "no key")
+        >>> driver.dropped_records
+        {'null key or value in an aggregation': 1}
+        """
         total: dict[str, int] = dict(self._dropped)
         for t in self._tasks.values():
             for reason, n in t.dropped.items():
                 total[reason] = total.get(reason, 0) + n
         return total
 
-    def advance_wall_clock_time(self, ms: int) -> None:
-        """Move the driver's mock clock forward by ``ms`` and fire the wall-clock punctuations
-        now due (Kafka Streams' ``advanceWallClockTime``), then process what they caused and
-        commit. In batch mode the punctuations wait for the next :meth:`run_batch`.
+    def advance_wall_clock_time(self, ms: Duration) -> None:
+        """Move the driver's mock clock forward by ``ms`` (or a ``timedelta``) and fire the
+        wall-clock punctuations now due (Kafka Streams' ``advanceWallClockTime``), then process
+        what they caused and commit. In batch mode the punctuations wait for the next
+        :meth:`run_batch`.
 
         >>> from streamtable import Processor, PunctuationType, Record, StreamsBuilder
         >>> class Ticker(Processor):
@@ -363,9 +461,10 @@ class TopologyTestDriver:
         >>> driver.create_output_topic("ticks").read_key_values()
         [('tick', 2500)]
         """
-        if ms < 0:
+        advance = to_ms(ms, "ms")
+        if advance < 0:
             raise ValueError("the wall clock does not go back")
-        self.wall_clock_ms += ms
+        self.wall_clock_ms += advance
         for task in self._tasks.values():
             task.wall_clock_ms = self.wall_clock_ms
         if self.batch_mode:
@@ -375,6 +474,14 @@ class TopologyTestDriver:
         self._complete()
 
     def close(self) -> None:
+        """Close every task's processors (also on leaving a ``with`` block).
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> with TopologyTestDriver(b.build()) as driver:
+        ...     driver.create_input_topic("in").pipe_input("k", "v")
+        """
         for t in self._tasks.values():
             t.close()
 
@@ -463,7 +570,18 @@ def _source_topics(topology: Topology, wiring: Any, subtopology: int) -> list[st
 
 
 class TestInputTopic:
-    """Pipes records into one topic of a driver."""
+    """Pipes records into one topic of a driver (made by
+    :meth:`TopologyTestDriver.create_input_topic`), serialized with the topic's serdes.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").map_values(str.upper).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> words = driver.create_input_topic("in", start_timestamp=0, auto_advance_ms=1000)
+    >>> words.pipe_key_value_list([("a", "x"), ("b", "y")])
+    >>> driver.create_output_topic("out").read_records()[-1]
+    TestRecord(key='b', value='Y', timestamp=1000, headers=())
+    """
 
     __test__ = False
 
@@ -476,8 +594,22 @@ class TestInputTopic:
         self._time = start_timestamp
         self._advance = auto_advance_ms
 
-    def advance_time(self, ms: int) -> None:
-        self._time += ms
+    def advance_time(self, ms: Duration) -> None:
+        """Move the time of the next record piped without a timestamp by ``ms`` (or a
+        ``timedelta``).
+
+        >>> from datetime import timedelta
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> topic = driver.create_input_topic("in", start_timestamp=0)
+        >>> topic.advance_time(timedelta(minutes=1))
+        >>> topic.pipe_input("k", "v")
+        >>> driver.create_output_topic("out").read_records()[0].timestamp
+        60000
+        """
+        self._time += to_ms(ms, "ms")
 
     def pipe_input(self, key: Any = None, value: Any = None, timestamp: int | None = None,
                    headers: Headers = (), partition: int = 0) -> None:
@@ -496,16 +628,47 @@ class TestInputTopic:
         )
 
     def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]]) -> None:
+        """Pipe ``(key, value)`` pairs, one record each, at the topic's current time.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("b", 2)])
+        >>> driver.create_output_topic("out").read_key_values()
+        [('a', 1), ('b', 2)]
+        """
         for k, v in pairs:
             self.pipe_input(k, v)
 
     def pipe_value_list(self, values: Iterable[Any]) -> None:
+        """Pipe values with ``None`` keys, one record each.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_value_list(["x", "y"])
+        >>> driver.create_output_topic("out").read_key_values()
+        [(None, 'x'), (None, 'y')]
+        """
         for v in values:
             self.pipe_input(None, v)
 
 
 class TestOutputTopic:
-    """Reads, in order, what the topology wrote to one topic."""
+    """Reads, in order, what the topology wrote to one topic (made by
+    :meth:`TopologyTestDriver.create_output_topic`); each read returns what was not read yet.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").filter(lambda k, v: v > 0).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> out = driver.create_output_topic("out")
+    >>> driver.create_input_topic("in").pipe_key_value_list([("a", 1), ("b", -1), ("c", 2)])
+    >>> out.get_queue_size(), out.read_values(), out.is_empty()
+    (2, [1, 2], True)
+    """
 
     __test__ = False
 
@@ -524,6 +687,7 @@ class TestOutputTopic:
         return out
 
     def read_records(self) -> list[TestRecord]:
+        """The records not read yet, with timestamps and headers (see the class's example)."""
         return [
             TestRecord(
                 self.key_serde.deserialize(self.topic, r.key),
@@ -535,9 +699,12 @@ class TestOutputTopic:
         ]
 
     def read_key_values(self) -> list[tuple[Any, Any]]:
+        """The ``(key, value)`` pairs not read yet (see
+        :meth:`TestInputTopic.pipe_key_value_list`)."""
         return [(r.key, r.value) for r in self.read_records()]
 
     def read_values(self) -> list[Any]:
+        """The values not read yet (see the class's example)."""
         return [r.value for r in self.read_records()]
 
     def read_key_values_to_map(self) -> dict[Any, Any]:
@@ -551,7 +718,9 @@ class TestOutputTopic:
         return result
 
     def is_empty(self) -> bool:
+        """Whether every record written so far has been read (see the class's example)."""
         return self._position >= len(self._driver._log(self.topic).records)
 
     def get_queue_size(self) -> int:
+        """How many records are written and not read yet (see the class's example)."""
         return len(self._driver._log(self.topic).records) - self._position

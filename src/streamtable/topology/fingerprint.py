@@ -37,9 +37,17 @@ class TopologyChangedError(TopologyError):
     """The topology differs from the one the application's state was written for."""
 
 
+#: how the keys of internal topics are written (they decide the task a record goes to): kept
+#: with a topology that has internal topics, so that state whose keys were routed another way
+#: is not read as if they had been routed this way
+INTERNAL_KEYS = "marshal-2"
+
+
 def topology_fingerprint(topology: Topology) -> dict[str, Any]:
     """A JSON-able description of the topology's shape (see the module doc)."""
+    routed = any(spec.internal for spec in topology.topics.values())
     return {
+        **({"internal_keys": INTERNAL_KEYS} if routed else {}),
         "stores": {name: spec.kind for name, spec in sorted(topology.stores.items())},
         "subtopologies": [
             {"id": st.id,
@@ -66,6 +74,10 @@ def fingerprint_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ["store 's' (window) added"]
     """
     changes: list[str] = []
+    if old.get("internal_keys") != new.get("internal_keys") and new.get("internal_keys"):
+        changes.append("the keys of internal topics are written another way (before "
+                       f"{INTERNAL_KEYS}, equal keys made in different ways could reach "
+                       "different tasks), so the state behind them must be rebuilt")
     old_stores, new_stores = old.get("stores", {}), new.get("stores", {})
     for name in sorted(old_stores.keys() - new_stores.keys()):
         changes.append(f"store {name!r} ({old_stores[name]}) removed")

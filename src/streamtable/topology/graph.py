@@ -169,10 +169,17 @@ class Topology:
         return [t for st in self.global_subtopologies for t in st.source_topics]
 
     def global_stores_of(self, subtopology: SubTopology) -> list[str]:
-        """The global stores the processors of ``subtopology`` read."""
+        """The global stores the processors of ``subtopology`` read: those a join names, and
+        every global store when a user's processor is among them (it may read any by name, as
+        in Kafka Streams)."""
         out: list[str] = []
+        if subtopology in self.global_subtopologies:
+            return out
         for name in subtopology.nodes:
-            for s in self.nodes[name].options.get("global_stores", ()):
+            node = self.nodes[name]
+            names = (list(self.global_stores) if node.options.get("user")
+                     else node.options.get("global_stores", ()))
+            for s in names:
                 if s not in out:
                     out.append(s)
         return out
@@ -189,6 +196,7 @@ class Topology:
                 seen[t] = st.id
 
     def subtopology_of_topic(self, topic: str) -> SubTopology | None:
+        """The sub-topology reading ``topic``, or None."""
         for st in self.subtopologies:
             if topic in st.source_topics:
                 return st
@@ -211,6 +219,7 @@ class Topology:
 
     @property
     def repartition_topics(self) -> list[str]:
+        """The repartition topics (internal: named without the application id)."""
         return [t.name for t in self.topics.values() if t.kind == "repartition"]
 
     def internal_topic_name(self, application_id: str, topic: str) -> str:

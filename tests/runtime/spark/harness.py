@@ -8,11 +8,15 @@ from typing import Any
 
 from streamtable import TopologyTestDriver
 from streamtable.partitioner import default_partition
+from streamtable.records import OutputRecord
 from streamtable.runtime.spark import StreamsApp
 from streamtable.runtime.spark.stage import RECORD_DDL
 from streamtable.serde import JSON
 
 SOURCE_SCHEMA = RECORD_DDL
+
+
+OUTPUT_FIELDS = ("topic", "key", "value", "timestamp", "headers", "partition")
 
 
 class MemoryOutput:
@@ -21,8 +25,10 @@ class MemoryOutput:
     def __init__(self) -> None:
         self.batches: dict[int, list[dict[str, Any]]] = {}
 
-    def write(self, batch_id: int, records: list[dict[str, Any]]) -> None:
-        self.batches[batch_id] = records
+    def write(self, batch_id: int, records: list[OutputRecord]) -> None:
+        """Keeps each record as a dict of its fields: topic, key, value, timestamp, headers,
+        partition."""
+        self.batches[batch_id] = [dict(zip(OUTPUT_FIELDS, r, strict=True)) for r in records]
 
     def topic(self, name: str) -> list[tuple[Any, Any]]:
         out = []

@@ -30,8 +30,9 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes 
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int | None = None,
-                    timeout: float = 30.0) -> dict[int, list[Any]]:
-    """Every record of ``topic`` per partition, in offset order, read to the end of the log."""
+                    timeout: float = 30.0, fetch_wait_ms: int = 10) -> dict[int, list[Any]]:
+    """Every record of ``topic`` per partition, in offset order, read to the end of the log
+    (``fetch_wait_ms``: a broker's fetch wait; Tansu on S3 needs more than the default)."""
     import time
 
     from confluent_kafka import KafkaError
@@ -40,7 +41,7 @@ def read_partitions(bootstrap: str, topic: str, partitions: int | None = None,
         partitions = partition_counts(bootstrap, [topic])[topic]
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.wait.max.ms": 10})
+                         "fetch.wait.max.ms": fetch_wait_ms})
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: dict[int, list[Any]] = {p: [] for p in range(partitions)}

@@ -78,7 +78,7 @@ class _Writes:
         self.calls: list[tuple[int, str, list[bytes]]] = []
 
     def write(self, batch_id, records, writer="0") -> None:
-        self.calls.append((batch_id, writer, [r["key"] for r in records]))
+        self.calls.append((batch_id, writer, [r[1] for r in records]))
 
 
 def test_a_tasks_output_is_handed_on_in_chunks_as_it_is_made(tmp_path, monkeypatch) -> None:

@@ -42,3 +42,41 @@ def test_table_join_on_spark_equals_driver(spark, tmp_path, mode, seed):
         app.process_batch(spark.createDataFrame(rows(events[lo:hi], 2, lo), SOURCE_SCHEMA), batch)
     assert app.store("joined").to_dict() == driver.get_key_value_store("joined").to_dict()
     assert last_per_key(output.topic("out")) == last_per_key(expected)
+
+
+def test_tables_read_their_topics_with_the_serdes_of_their_materialized_on_spark(spark, tmp_path):
+    """Kafka Streams' shouldUseSerdesDefinedInMaterializedToConsume(Global)Table on Spark:
+    long keys and string values, named only in the stores' Materialized."""
+    from streamtable import Materialized
+    from streamtable.serde import LONG, STRING
+
+    def long_string(name):
+        return Materialized.as_(name).with_key_serde("long").with_value_serde("string")
+
+    b = StreamsBuilder()
+    b.table("prices", materialized=long_string("price-store")).to_stream().to(
+        "price-changes", key_serde="long", value_serde="string")
+    names = b.global_table("names", materialized=long_string("name-store"))
+    (b.stream("orders", key_serde="long", value_serde="long")
+     .join(names, lambda k, v: v, lambda order, name: name)
+     .to("named", key_serde="long", value_serde="string"))
+    topology = b.build()
+    output = MemoryOutput()
+    app = StreamsApp(topology, "materialized-serdes", state_dir=str(tmp_path), spark=spark,
+                     output=output)
+    app.prepare({"prices": 1, "names": 1, "orders": 1})
+
+    def row(topic, offset, key, value, serde=STRING):
+        return (topic, 0, offset, 1000 + offset, LONG.serialize(topic, key),
+                serde.serialize(topic, value), None)
+
+    first = [row("prices", 0, 1, "value1"), row("prices", 1, 2, "value2"),
+             row("names", 0, 1, "value1"), row("names", 1, 2, "value2")]
+    app.process_batch(spark.createDataFrame(first, SOURCE_SCHEMA), 0)
+    app.process_batch(spark.createDataFrame([row("orders", 0, 7, 2, LONG)], SOURCE_SCHEMA), 1)
+    assert app.store("price-store").to_dict() == {1: "value1", 2: "value2"}
+    written = [(r["topic"], LONG.deserialize(r["topic"], r["key"]),
+                STRING.deserialize(r["topic"], r["value"]))
+               for n in sorted(output.batches) for r in output.batches[n]]
+    assert sorted(written) == [("named", 7, "value2"), ("price-changes", 1, "value1"),
+                               ("price-changes", 2, "value2")]

@@ -130,3 +130,59 @@ def test_suppressed_final_results_on_spark_equal_the_driver(spark, tmp_path, cac
     got = output.topic("final")
     assert per_key(got) == per_key(expected)  # exactly one final count per closed window
     assert len(expected) > 10 and len(set(k for k, _ in expected)) == len(expected)
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_sessions_at_the_retention_edge_on_spark_equal_kafka_and_the_driver(
+        spark, tmp_path, cache):
+    """Default retention (gap 20 + grace 0), micro-batches cut at the edges: a record merges
+    with the session of its key ending a gap before it, also when that session was stored by
+    an earlier batch, and emit-final and suppress give each merged session once, one ms after
+    its end plus the gap (Kafka Streams' KStreamSessionWindowAggregate)."""
+    import json
+
+    from tests.runtime.spark.harness import last_per_key, per_key
+
+    from streamtable import EmitStrategy, SessionWindows, StreamsBuilder, Suppressed
+    from streamtable.serde import JSON
+
+    b = StreamsBuilder()
+    windowed = b.stream("clicks").group_by_key().windowed_by(
+        SessionWindows.of_inactivity_gap(20))
+    sessions = windowed.count("sessions")
+    sessions.to_stream(lambda w, v: f"{w.key}@{w.start}-{w.end}").to("changes")
+    (sessions.suppress(Suppressed.until_window_closes())
+     .to_stream(lambda w, v: f"{w.key}@{w.start}-{w.end}").to("suppressed"))
+    (windowed.emit_strategy(EmitStrategy.on_window_close()).count("final-sessions")
+     .to_stream(lambda w, v: f"{w.key}@{w.start}-{w.end}").to("final"))
+    topology = b.build()
+    batches = [[("k", 70)], [("k", 90)], [("k", 100), ("o", 120)],
+               [("o", 121), ("a", 200), ("x", 220)], [("a", 220), ("x", 240)], [("y", 241)],
+               [("z", 300)]]
+    config = {"cache.max.bytes.buffering": 10**7 if cache else 0}
+    driver = TopologyTestDriver(topology, config)
+    clicks = driver.create_input_topic("clicks")
+    for k, ts in (e for batch in batches for e in batch):
+        clicks.pipe_input(k, "click", timestamp=ts)
+    expected = {t: driver.create_output_topic(t).read_key_values()
+                for t in ("changes", "suppressed", "final")}
+    output = MemoryOutput()
+    app = StreamsApp(topology, f"session-edge-{cache}", state_dir=str(tmp_path), spark=spark,
+                     output=output, config=config)
+    app.prepare({"clicks": 1})
+    offset = 0
+    for n, batch in enumerate(batches):
+        frame = [("clicks", 0, offset + i, ts, json.dumps(k).encode(),
+                  JSON.serialize("clicks", "click"), None) for i, (k, ts) in enumerate(batch)]
+        offset += len(batch)
+        app.process_batch(spark.createDataFrame(frame, SOURCE_SCHEMA), n)
+    finals = {"k@70-100": 3, "o@120-121": 2, "a@200-220": 2, "x@220-240": 2, "y@241-241": 1}
+    for topic in ("suppressed", "final"):
+        got = output.topic(topic)
+        assert sorted(got) == sorted(expected[topic]) == sorted(finals.items()), topic
+    got = output.topic("changes")
+    assert last_per_key(got) == last_per_key(expected["changes"])
+    assert {k: v for k, v in last_per_key(got).items() if k in finals} == finals
+    if not cache:
+        assert per_key(got) == per_key(expected["changes"])
+    assert app.store("sessions").to_dict() == driver.get_key_value_store("sessions").to_dict()

@@ -47,7 +47,7 @@ from streamtable.engine.ports import (
     ServingStore,
     TaskStatePersistence,
 )
-from streamtable.errors import ApplicationFailedError, StoreNotReadyError
+from streamtable.errors import ApplicationFailedError, LeaseLostError, StoreNotReadyError
 from streamtable.kafka.output import KafkaOutput
 from streamtable.runtime.spark import shipping
 from streamtable.runtime.spark.batches import MicroBatches
@@ -63,7 +63,8 @@ from streamtable.runtime.spark.progress import (
 from streamtable.serving import configured_serving_store
 from streamtable.serving.metrics import AppMetrics
 from streamtable.state.persistence import FileTaskStatePersistence
-from streamtable.storage import join
+from streamtable.storage import join, storage_at
+from streamtable.storage.lease import Lease
 from streamtable.topology.fingerprint import check_topology_unchanged
 from streamtable.topology.graph import Topology
 
@@ -158,16 +159,24 @@ class StreamsApp:
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.metrics = AppMetrics(self.application_id)
         self._counts: Any = None  # the tasks' counts: a Spark accumulator (see metrics)
+        self._lease: Lease | None = None  # held while the query runs (one writer at a time)
+        self._fenced: LeaseLostError | None = None  # set when another run took over
 
     # -- setup -----------------------------------------------------------------------------
+    @property
+    def application_location(self) -> str:
+        """``<state.location>/<application.id>``: the application's durable storage, which
+        holds its lease and each run's state."""
+        location = self.config.get("state.location") or str(Path(self.config["state.dir"])
+                                                             .resolve())
+        return join(location, self.application_id)
+
     @property
     def shared_location(self) -> str:
         """Where this run of the application keeps what every executor must reach (task state,
         the sink's batch markers): ``<state.location>/<application.id>/run-<id>``. The run id
         lives in the query's checkpoint, so resetting the checkpoint starts from nothing."""
-        location = self.config.get("state.location") or str(Path(self.config["state.dir"])
-                                                             .resolve())
-        return join(location, self.application_id, f"run-{self._run_id()}")
+        return join(self.application_location, f"run-{self._run_id()}")
 
     def _run_id(self) -> str:
         if self._run is None:
@@ -265,7 +274,7 @@ class StreamsApp:
                 spark=lambda: self.spark, output=self._writer, serving=self.serving,
                 metrics=self.metrics, counts=self._task_counts,
                 checkpoint_dir=self.checkpoint_dir, shared_location=self.shared_location,
-                clock=self.clock)
+                clock=self.clock, fence=self._check_lease)
         return self._batches
 
     def process_batch(self, df: Any, batch_id: int) -> None:
@@ -357,14 +366,68 @@ class StreamsApp:
             options.update(development_source_options())
         return options
 
-    def start(self, *, available_now: bool = False) -> StreamsApp:
-        """Start the query (in the background). With ``available_now`` it processes what the
-        source topics hold now, in batches, and stops."""
-        from streamtable.runtime.spark.kafka_source import register
+    # -- one writer at a time ---------------------------------------------------------------
+    def hold_lease(self, take_over: bool = False) -> None:
+        """Hold the application's lease (``start`` does, if not held yet; see
+        :mod:`streamtable.storage.lease`): raises
+        :class:`~streamtable.errors.LeaseHeldError` naming the run that holds it, unless
+        ``take_over``, which fences that run and returns once it has stopped.
 
+        >>> app.hold_lease()                                       # doctest: +SKIP
+        """
+        if self._lease is None:
+            self._lease = Lease(storage_at(self.application_location), self.application_id,
+                                timeout_ms=int(self.config["lease.timeout.ms"]))
+        if self._lease.held is None:
+            self._lease.acquire(take_over=take_over)
+            self._fenced = None
+            self._lease.keep(self._on_lease_lost)
+
+    def _check_lease(self) -> None:
+        """The fence of every commit: raises :class:`LeaseLostError` once another run has
+        taken the lease."""
+        if self._lease is not None:
+            self._lease.check()
+
+    def _on_lease_lost(self, error: LeaseLostError) -> None:
+        """Another run took the lease (seen by the heartbeat): stop the query now, whatever
+        batch it is in, then say so to the run taking over."""
+        self._fenced = error
+        query = self._query
+        if query is not None:
+            try:
+                query.stop()
+            except Exception as e:
+                log.warning("stopping the fenced query: %s", e)
+        if self._lease is not None:
+            self._lease.release()
+
+    def _release_lease(self) -> None:
+        if self._lease is not None and self._lease.held is not None:
+            self._lease.release()
+
+    def start(self, *, available_now: bool = False, take_over: bool = False) -> StreamsApp:
+        """Start the query (in the background). With ``available_now`` it processes what the
+        source topics hold now, in batches, and stops.
+
+        Only one run of an application writes at a time: the start is refused
+        (:class:`~streamtable.errors.LeaseHeldError`, naming the running one) while another
+        run holds the application's lease; ``take_over`` fences that run instead and goes on
+        once it has stopped (see :mod:`streamtable.storage.lease`)."""
         # state written for another topology must not be read by this one
         check_topology_unchanged(self.checkpoint_dir / "topology.json", self.topology,
                                  self.application_id)
+        self.hold_lease(take_over)
+        try:
+            self._start_query(available_now)
+        except BaseException:
+            self._release_lease()
+            raise
+        return self
+
+    def _start_query(self, available_now: bool) -> None:
+        from streamtable.runtime.spark.kafka_source import register
+
         spark = self.spark
         plan = self.prepare()
         batches = self._micro_batches()
@@ -397,7 +460,6 @@ class StreamsApp:
         log.info("started %s on %s: %d stages, tasks %s", self.application_id,
                  spark.sparkContext.master, len(plan.stages),
                  [s.partitions for s in plan.stages])
-        return self
 
     def run_until_caught_up(self, timeout: float | None = None) -> None:
         """Process everything the source topics hold now, then stop.
@@ -479,6 +541,7 @@ class StreamsApp:
 
     @property
     def is_running(self) -> bool:
+        """Whether the query is running."""
         return self._query is not None and self._query.isActive
 
     def stop(self) -> None:
@@ -492,6 +555,7 @@ class StreamsApp:
             self._query = None
             if self._spark is not None:
                 stop_listening(self._spark, self.application_id, self._on_progress)
+        self._release_lease()
 
     def store(self, name: str) -> QueryableStore:
         """Query a materialized store (``get``, ``all``, ``range``, ``prefix_scan``; a window
@@ -527,6 +591,10 @@ class StreamsApp:
 
     def raise_if_failed(self) -> None:
         """Raise :class:`ApplicationFailedError` if the query died of an error."""
+        if self._fenced is not None:
+            raise ApplicationFailedError(
+                self.application_id, f"streamtable.errors.LeaseLostError: {self._fenced}",
+                self.log_file)
         query = self._query
         error = self._failure if query is None or query.isActive else query.exception()
         if error is not None:

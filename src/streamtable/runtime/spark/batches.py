@@ -24,7 +24,7 @@ from typing import Any
 from streamtable.config import StreamsConfig
 from streamtable.engine.ports import OutputWriter, ServingStore, TaskStatePersistence
 from streamtable.kafka.ranges import OffsetRange, RangeReader
-from streamtable.runtime.spark import dataflow
+from streamtable.runtime.spark import dataflow, rounds
 from streamtable.runtime.spark.budget import GROWTH_KEY, largest_growth, next_batch_limit
 from streamtable.runtime.spark.offsets import batch_ranges
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan
@@ -50,14 +50,17 @@ class MicroBatches:
     writes to none (a ``distributed`` writer is called by the tasks, any other here once per
     batch); ``counts``: gives the Spark accumulator of the tasks' counts; ``checkpoint_dir``:
     the query's checkpoint (its offset log gives a batch's ranges); ``shared_location``: where
-    each batch's wall-clock time is recorded; ``clock``: the wall clock in ms.
+    each batch's wall-clock time is recorded; ``clock``: the wall clock in ms; ``fence``:
+    raises when this run may no longer write (another run took over the application's lease),
+    called before a batch's stages run and before its results are written.
     """
 
     def __init__(self, topology: Topology, plan: QueryPlan, config: StreamsConfig, *,
                  blob: bytes, task_state: TaskStatePersistence, spark: Callable[[], Any],
                  output: Callable[[], OutputWriter | None], serving: ServingStore,
                  metrics: AppMetrics, counts: Callable[[], Any], checkpoint_dir: Path,
-                 shared_location: str, clock: Callable[[], int]) -> None:
+                 shared_location: str, clock: Callable[[], int],
+                 fence: Callable[[], None] = lambda: None) -> None:
         self.topology = topology
         self.plan = plan
         self.config = config
@@ -71,6 +74,7 @@ class MicroBatches:
         self.checkpoint_dir = checkpoint_dir
         self.shared_location = shared_location
         self.clock = clock
+        self.fence = fence
         # set when batches come from the Kafka source, which gives one Spark partition per
         # Kafka partition: a stage reading one topic then needs no shuffle to reach its tasks
         self.source_by_partition = False
@@ -92,6 +96,7 @@ class MicroBatches:
         """Run every stage over one micro-batch; ``df`` has the Kafka source's columns (topic,
         partition, offset, timestamp, key, value, headers), or one offset range per topic
         partition (topic, partition, start, end) that the stages' tasks read themselves."""
+        self.fence()
         plan = self.plan
         started = time.monotonic()
         counts = self._counts()
@@ -100,26 +105,35 @@ class MicroBatches:
         wall_clock = self._batch_wall_clock(batch_id) if punctuating else 0
         ranges = (batch_ranges(self.checkpoint_dir / "query" / "offsets", batch_id,
                                self.initial_offsets_file) if "end" in df.columns else None)
-        if ranges is not None:
-            flow = self.prepared_flow(ranges)
-            df.sparkSession.sparkContext.setLocalProperty(
-                batch_context_key(self.config.application_id),
-                batch_context(batch_id, wall_clock, ranges))
-        else:
-            # records, or ranges the driver cannot tell: a plan over this batch's DataFrame
+        if plan.cyclic:
+            # a cycle runs in rounds, each stage's output collected before the next round
             ranged = "end" in df.columns
             source = dataflow.range_source(df) if ranged else dataflow.record_source(df)
-            flow = dataflow.build(self.topology, plan, source,
-                                  self._runner_factory(batch_id, wall_clock),
-                                  by_partition=ranged and self.source_by_partition,
-                                  distributed=self.distributed_output() is not None)
-            if (not ranged and sum(1 for s in plan.stages if s.external_inputs)
-                    + len(flow.globals) > 1):
-                flow.cached.insert(0, source)
-        table = flow.collect()
-        if ranges is not None:
-            flow.plan_ahead()  # the prepared flow runs again next batch
+            table = rounds.run(self.topology, plan, source,
+                               self._runner_factory(batch_id, wall_clock),
+                               distributed=self.distributed_output() is not None)
+        else:
+            if ranges is not None:
+                flow = self.prepared_flow(ranges)
+                df.sparkSession.sparkContext.setLocalProperty(
+                    batch_context_key(self.config.application_id),
+                    batch_context(batch_id, wall_clock, ranges))
+            else:
+                # records, or ranges the driver cannot tell: a plan over this batch's DataFrame
+                ranged = "end" in df.columns
+                source = dataflow.range_source(df) if ranged else dataflow.record_source(df)
+                flow = dataflow.build(self.topology, plan, source,
+                                      self._runner_factory(batch_id, wall_clock),
+                                      by_partition=ranged and self.source_by_partition,
+                                      distributed=self.distributed_output() is not None)
+                if (not ranged and sum(1 for s in plan.stages if s.external_inputs)
+                        + len(flow.globals) > 1):
+                    flow.cached.insert(0, source)
+            table = flow.collect()
+            if ranges is not None:
+                flow.plan_ahead()  # the prepared flow runs again next batch
         computed = time.monotonic()
+        self.fence()  # the commit: a fenced run writes no results, and Spark commits no batch
         self._write_results(batch_id, table)
         self.last_batch_seconds = time.monotonic() - started
         task_counts = Counter(counts.value)
@@ -176,6 +190,8 @@ class MicroBatches:
     def prepare_in_background(self) -> None:
         """Plan the prepared flow now (on a thread of its own while the query starts): the
         first batch that needs it plans it otherwise, and reports any error."""
+        if self.plan.cyclic:
+            return  # its batches run in rounds (rounds.py), without a prepared flow
         try:
             self.prepared_flow([])
         except Exception as e:
@@ -186,7 +202,8 @@ class MicroBatches:
         whose runners read the batch from the batch context."""
         plan, topology = self.plan, self.topology
 
-        def runner(subtopology: int, stage: StagePlan | None, streamed: bool) -> StageRunner:
+        def runner(subtopology: int, stage: StagePlan | None, streamed: bool,
+                   round_: int = 0) -> StageRunner:
             # stage None: a global table's stage, which writes nothing to Kafka
             queryable = (stage.queryable_stores if stage is not None else
                          [s for s in topology.subtopology(subtopology).stores
@@ -197,7 +214,7 @@ class MicroBatches:
                 streamed=streamed, output=None if stage is None else self.distributed_output(),
                 kafka=self.range_reader(),
                 wall_clock_ms=wall_clock,
-                metrics=None if stage is None else self._counts())
+                metrics=None if stage is None else self._counts(), round_=round_)
         return runner
 
     def range_reader(self) -> RangeReader:
@@ -236,11 +253,9 @@ class MicroBatches:
             headers = table.column("headers").to_pylist()
             for i, kind in enumerate(kinds):
                 if kind == KIND_EXTERNAL:
-                    external.append({
-                        "topic": topics[i], "key": keys[i], "value": values[i],
-                        "timestamp": timestamps[i], "partition": partitions[i],
-                        "headers": [(h["key"], h["value"]) for h in headers[i] or ()],
-                    })
+                    external.append((
+                        topics[i], keys[i], values[i], timestamps[i],
+                        [(h["key"], h["value"]) for h in headers[i] or ()], partitions[i]))
         for i, kind in enumerate(kinds):
             if kind == KIND_STORE:
                 store_changes.append((topics[i], keys[i], values[i], partitions[i]))

@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.runtime.spark.plan import QueryPlan, StagePlan
+from streamtable.runtime.spark.plan import QueryPlan
 from streamtable.runtime.spark.stage import (
     INPUT_FIELDS,
     KIND_INTERNAL,
@@ -51,9 +51,10 @@ _ORIGIN_NULLS = [("origin_topic", "string"), ("origin_partition", "int"),
 _RANGE_NULLS = [("timestamp", "long"), ("key", "binary"), ("value", "binary"),
                 ("headers", "array<struct<key:string,value:binary>>"), *_ORIGIN_NULLS]
 
-# a stage's (or a global table's) mapInArrow function, given its sub-topology, its stage plan
-# and whether its tasks get their Kafka partition's records in offset order (``streamed``)
-RunnerFactory = Callable[[int, StagePlan | None, bool], Any]
+# a stage's (or a global table's) mapInArrow function, given its sub-topology, its stage plan,
+# whether its tasks get their Kafka partition's records in offset order (``streamed``) and,
+# optionally, the round of the batch (a topology with cycles, see rounds.py)
+RunnerFactory = Callable[..., Any]
 
 
 @dataclass
@@ -222,7 +223,7 @@ def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactor
                         "_route")
             )
         if stage.punctuates:
-            parts.append(_heartbeats(source.sparkSession, stage.partitions))
+            parts.append(heartbeats(source.sparkSession, stage.partitions))
         stage_input = functools.reduce(lambda a, b: a.unionByName(b), parts)
         streamed = (by_partition and len(parts) == 1 and not stage.upstream
                     and len(stage.external_inputs) == 1)
@@ -253,7 +254,7 @@ def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactor
     return flow
 
 
-def _heartbeats(spark: Any, tasks: int) -> Any:
+def heartbeats(spark: Any, tasks: int) -> Any:
     """One row without a topic per task (``_route``), so that each task of a stage runs."""
     return spark.createDataFrame([(None,) * len(INPUT_COLUMNS) + (t,) for t in range(tasks)],
                                  f"{RECORD_DDL}, {ORIGIN_DDL}, _end bigint, _route int")

@@ -84,6 +84,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from streamtable.kafka.client_log import with_client_log
 from streamtable.kafka.ranges import (
     CLOCK,
     READER_GROUP_ID,
@@ -309,7 +310,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for k, v in self._client_conf().items()
                 if not k.startswith(("fetch.", "isolation.", "auto.", "enable.", "max.partition"))
             }
-            self._admin = AdminClient(admin_conf)
+            self._admin = AdminClient(with_client_log(admin_conf))
         return self._admin
 
     def _partitions_of_topics(self) -> dict[str, list[int]]:
@@ -375,13 +376,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "group.id": READER_GROUP_ID,
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
-                    # a fetch at a partition's end is answered after this wait, once per call:
-                    # 1 ms keeps the probe at ~2.5 ms (10 ms: ~15 ms; with 0 no end is reported)
-                    "fetch.wait.max.ms": 1,
                     "auto.offset.reset": "latest",
                 }
             )
-            self._probe = Consumer(conf)
+            # a fetch at a partition's end is answered after this wait, once per call: 1 ms
+            # keeps the probe at ~2.5 ms (10 ms: ~15 ms; with 0 no end is reported). A setting
+            # of the user's wins: Tansu on S3 answers with nothing when its wait ends before it
+            # has read the partition's objects (see streamtable.kafka.broker)
+            conf.setdefault("fetch.wait.max.ms", 1)
+            self._probe = Consumer(with_client_log(conf))
         tps = [TopicPartition(t, int(p), off) for t, ps in listed.items() for p, off in ps.items()]
         self._probe.assign(tps)
         pending = {(tp.topic, tp.partition) for tp in tps}
@@ -529,7 +532,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "enable.auto.commit": False,
                     "on_commit": self._committed,
                 })
-                self._committer = Consumer(conf)
+                self._committer = Consumer(with_client_log(conf))
             tps = [
                 TopicPartition(topic, int(part), int(off))
                 for topic, parts in canonical.items() if topic != CLOCK

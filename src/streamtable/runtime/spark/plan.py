@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from streamtable.engine.wiring import punctuates_on_wall_clock, task_counts, upstream_of
+from streamtable.engine.wiring import (
+    is_cyclic,
+    punctuates_on_wall_clock,
+    stage_groups,
+    task_counts,
+    upstream_of,
+)
 from streamtable.partitioner import spark_hash_long
 from streamtable.topology.graph import Topology
 
@@ -24,6 +30,8 @@ class StagePlan:
     # holds a user's processor, which may punctuate on wall-clock time: every task of the
     # stage runs in every micro-batch, with or without records (see stage.py)
     punctuates: bool = False
+    # real internal topic read -> the sub-topology writing it
+    input_writers: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -35,6 +43,10 @@ class QueryPlan:
     labels: dict[int, list[int]] = field(default_factory=dict)
     # real internal topic -> task count of the stage reading it
     topic_partitions: dict[str, int] = field(default_factory=dict)
+    # the sub-topologies in groups, each after those it reads from; a group of a cycle runs in
+    # rounds (engine.wiring.stage_groups): then ``cyclic``, and batches run as in rounds.py
+    groups: list[list[int]] = field(default_factory=list)
+    cyclic: bool = False
 
 
 def plan_query(topology: Topology, application_id: str,
@@ -50,6 +62,8 @@ def plan_query(topology: Topology, application_id: str,
     real = {t: topology.internal_topic_name(application_id, t) for t in topology.topics}
     upstream = upstream_of(topology)
     counts = task_counts(topology, source_partitions, default_partitions, upstream)
+    writers = {t: st.id for st in topology.subtopologies for t in st.sink_topics
+               if topology.topics[t].internal}
     stages: list[StagePlan] = []
     for sid, p in counts.items():
         st = topology.subtopologies[sid]
@@ -61,14 +75,18 @@ def plan_query(topology: Topology, application_id: str,
             sid, p, external, [real[t] for t in internal], upstream[sid], queryable,
             has_results=bool(queryable or external_sinks or dead_letters),
             punctuates=punctuates_on_wall_clock(topology, sid),
+            input_writers={real[t]: writers[t] for t in internal},
         ))
     for stage in stages:
         for u in stage.upstream:
             next(s for s in stages if s.subtopology == u).consumed_later = True
     topic_partitions = {t: s.partitions for s in stages
                         for t in s.internal_inputs + s.external_inputs}
+    groups = stage_groups(topology, upstream)
     return QueryPlan(
         topic_partitions=topic_partitions,
+        groups=groups,
+        cyclic=is_cyclic(topology, groups),
         stages=stages,
         internal_topics={real[t] for t, spec in topology.topics.items() if spec.internal},
         source_topics=topology.source_topics,

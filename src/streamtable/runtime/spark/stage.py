@@ -47,7 +47,7 @@ from streamtable.engine.ports import OutputWriter, TaskStatePersistence
 from streamtable.engine.task import OriginFinder, origin_of
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
-from streamtable.records import Headers, Origin, RawRecord, RecordRun
+from streamtable.records import Headers, Origin, OutputRecord, RawRecord, RecordRun
 from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
@@ -170,8 +170,8 @@ class _Collector:
         self.output = output
         self.batch_id = batch_id
         self.writer = writer
-        # records for external topics not written yet (OutputWriter format)
-        self.external: list[dict[str, Any]] = []
+        # records for external topics not written yet
+        self.external: list[OutputRecord] = []
         self._chunks = 0
         self.sent: Counter[str] = Counter()  # records for external topics, per topic
 
@@ -256,9 +256,8 @@ class _Collector:
                        key, value, hs, partition))
         elif self.output is not None:
             self.sent[topic] += 1
-            self.external.append({"topic": topic, "key": key, "value": value,
-                                  "timestamp": timestamp, "partition": partition,
-                                  "headers": list(headers) if headers else []})
+            self.external.append((topic, key, value, timestamp,
+                                  list(headers) if headers else [], partition))
             if len(self.external) >= EXTERNAL_CHUNK:
                 self.write_external()
         else:
@@ -385,7 +384,7 @@ class StageRunner:
                  queryable_stores: list[str], topic_partitions: dict[str, int],
                  streamed: bool = False, output: OutputWriter | None = None,
                  kafka: RangeReader | None = None, wall_clock_ms: int = 0,
-                 metrics: Any = None) -> None:
+                 metrics: Any = None, round_: int = 0) -> None:
         self.topology_blob = topology_blob
         self.subtopology = subtopology
         # None: the batch context says, for each batch (see the module's doc)
@@ -405,6 +404,8 @@ class StageRunner:
         # a Spark accumulator of counts (see streamtable.serving.metrics): records in and out
         # per topic, dropped per reason, dead-lettered
         self.metrics = metrics
+        # the round of the batch, in a topology with cycles (see rounds.py)
+        self.round = round_
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.batch_id is None:
@@ -582,8 +583,10 @@ class StageRunner:
         assert self.batch_id is not None
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
+        # each round of a batch writes as a writer of its own: its records are others
+        writer = f"{self.subtopology}-{task_id}" + (f"-r{self.round}" if self.round else "")
         collector = _Collector(wiring.internal_topics, task_id, self.output, self.batch_id,
-                               f"{self.subtopology}-{task_id}")
+                               writer)
         if table is not None:
             collector.find_origin = InputOrigins(table, wiring.internal_topics)
         memory = TaskMemory()
@@ -591,7 +594,7 @@ class StageRunner:
                                 config=config, persistence=self.persistence,
                                 collector=collector, records=records,
                                 topic_partitions=self.topic_partitions,
-                                wall_clock_ms=self.wall_clock_ms)
+                                wall_clock_ms=self.wall_clock_ms, round_=self.round)
         collector.write_external()
         for name in self.queryable_stores:
             if result.changes.get(name):

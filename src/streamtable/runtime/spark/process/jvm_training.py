@@ -73,12 +73,13 @@ def _train_application(spark: Any) -> None:
     from streamtable import StreamsBuilder
     from streamtable.kafka.admin import ensure_topics
     from streamtable.kafka.broker import EmbeddedBroker
+    from streamtable.kafka.client_log import with_client_log
     from streamtable.runtime.spark.app import StreamsApp
 
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as state:
         bootstrap = broker.bootstrap_servers
         ensure_topics(bootstrap, {"lines": 2, "rows": 2, "counts": 2, "totals": 2})
-        producer = Producer({"bootstrap.servers": bootstrap})
+        producer = Producer(with_client_log({"bootstrap.servers": bootstrap}))
         for i in range(200):
             producer.produce("lines", value=json.dumps(f"a b w{i % 7}").encode())
             producer.produce("rows", key=json.dumps(i % 50).encode(),

@@ -1,7 +1,8 @@
 """The SparkSession streamtable runs on: its settings, the driver JVM's options (the quick
 compiler, the collector, the class archive of ``jvm_archive.py``, logging to the application's
-file with ``log4j2.properties``), and the Python workers' import path (``worker_site/``) and
-daemon (``daemon.py``)."""
+file with ``log4j2.properties``), its launch (``gateway.py``: its stderr without the start-up
+warning of Spark's launcher), and the Python workers' import path (``worker_site/``) and daemon
+(``daemon.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import streamtable
 from streamtable.runtime.spark.process import jvm_archive
+from streamtable.runtime.spark.process.gateway import start_gateway
 
 log = logging.getLogger(__name__)
 
@@ -77,43 +79,47 @@ def spark_session(master: str | None = None, app_name: str = "streamtable",
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = worker_pythonpath()
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.master(master or os.environ.get("STREAMTABLE_SPARK_MASTER")
-                                    or "local[*]")
-        .appName(app_name)
+    settings: dict[str, str] = {
+        "spark.master": master or os.environ.get("STREAMTABLE_SPARK_MASTER") or "local[*]",
+        "spark.app.name": app_name,
         # our stages choose their own partitioning: adaptive coalescing would merge tasks
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
         # Spark re-measures an Arrow batch's bytes after every row when this limit is set; with
         # an array column (headers) that costs time quadratic in the rows of a task
-        .config("spark.sql.execution.arrow.maxBytesPerBatch", "2147483647")
-        .config("spark.python.worker.reuse", "true")
+        "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+        "spark.python.worker.reuse": "true",
         # workers fork from a daemon that has imported streamtable's stage code already
-        .config("spark.python.daemon.module", "streamtable.runtime.spark.process.daemon")
+        "spark.python.daemon.module": "streamtable.runtime.spark.process.daemon",
         # starting a Python task costs about half as much over a Unix domain socket
-        .config("spark.python.unix.domain.socket.enabled", "true")
-        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        .config("spark.driver.memory", os.environ.get("STREAMTABLE_DRIVER_MEMORY", "2g"))
-        .config("spark.ui.showConsoleProgress", "false")
-    )
+        "spark.python.unix.domain.socket.enabled": "true",
+        "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        "spark.driver.memory": os.environ.get("STREAMTABLE_DRIVER_MEMORY", "2g"),
+        "spark.ui.showConsoleProgress": "false",
+    }
     driver_options = [QUICK_JIT] if quick_jit else []
     driver_options.append(DRIVER_GC)
     archive = jvm_archive.java_option()
     if archive:  # Spark's classes mapped from the archive: a start ~2 s shorter
         driver_options.append(archive)
     if quick_jit:
-        builder = builder.config("spark.executor.extraJavaOptions", QUICK_JIT)
+        settings["spark.executor.extraJavaOptions"] = QUICK_JIT
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         driver_options.append(logging_java_options(log_file.resolve(), verbose))
     if driver_options:
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_options))
-    for k, v in (conf or {}).items():
-        builder = builder.config(k, str(v))
+        settings["spark.driver.extraJavaOptions"] = " ".join(driver_options)
+    settings.update((k, str(v)) for k, v in (conf or {}).items())
+    # the JVM started here, so that its start-up warning stays off the console (gateway.py)
+    start_gateway(SparkConf(loadDefaults=False).setAll(list(settings.items())))
+    builder = SparkSession.builder
+    for k, v in settings.items():
+        builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STREAMTABLE_SPARK_LOG_LEVEL", "WARN"))
     return spark

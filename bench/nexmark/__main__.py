@@ -1,0 +1,5 @@
+import sys
+
+from bench.nexmark.runner import main
+
+sys.exit(main())

@@ -1,0 +1,139 @@
+"""Unbounded aggregations of the bids: statistics per auction and day (q17), the last bid of
+each bidder on each auction (q18) and the ten highest bids of each auction (q19).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.nexmark.events import BID_TOPIC
+from bench.nexmark.queries.base import BID_FIELDS, Params, Query, day, pick
+
+RANK1_BELOW, RANK2_BELOW = 10_000, 1_000_000
+
+
+def no_stats() -> tuple[int, int, int, int, int | None, int | None, int]:
+    return 0, 0, 0, 0, None, None, 0
+
+
+def add_bid(key: Any, price: int, stats: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``(count, rank1, rank2, rank3, min, max, sum)`` with one more bid."""
+    n, r1, r2, r3, low, high, total = stats
+    return (n + 1, r1 + (price < RANK1_BELOW),
+            r2 + (RANK1_BELOW <= price < RANK2_BELOW), r3 + (price >= RANK2_BELOW),
+            price if low is None else min(low, price),
+            price if high is None else max(high, price), total + price)
+
+
+def q17_row(key: tuple[int, str], stats: tuple[Any, ...]) -> dict[str, Any]:
+    n, r1, r2, r3, low, high, total = stats
+    return {"auction": key[0], "day": key[1], "total_bids": n, "rank1_bids": r1,
+            "rank2_bids": r2, "rank3_bids": r3, "min_price": low, "max_price": high,
+            "avg_price": total // n, "sum_price": total}
+
+
+def q17(params: Params, output: str) -> Any:
+    """Query 17, auction statistics report: per auction and day, the number of bids (in all
+    and in three price ranks), and the lowest, highest, average and total price. Output
+    (``table``): ``[auction, day]`` -> the statistics.
+
+    .. code-block:: sql
+
+        SELECT auction, DATE_FORMAT(`dateTime`, 'yyyy-MM-dd') as `day`,
+             count(*) AS total_bids,
+             count(*) filter (where price < 10000) AS rank1_bids,
+             count(*) filter (where price >= 10000 and price < 1000000) AS rank2_bids,
+             count(*) filter (where price >= 1000000) AS rank3_bids,
+             min(price) AS min_price, max(price) AS max_price,
+             avg(price) AS avg_price, sum(price) AS sum_price
+        FROM bid
+        GROUP BY auction, DATE_FORMAT(`dateTime`, 'yyyy-MM-dd');
+    """
+    from streamtable import StreamsBuilder
+
+    b = StreamsBuilder()
+    (b.stream(BID_TOPIC)
+     .map(lambda auction, bid: ((auction, day(bid["dateTime"])), bid["price"]))
+     .group_by_key()
+     .aggregate(no_stats, add_bid)
+     .map_values(q17_row)
+     .to_stream()
+     .to(output))
+    return b.build()
+
+
+def later(last: dict[str, Any], bid: dict[str, Any]) -> dict[str, Any]:
+    """``ORDER BY dateTime DESC`` keeping the first: the later bid (of equal times, the one
+    that came last)."""
+    return bid if bid["dateTime"] >= last["dateTime"] else last
+
+
+def q18(params: Params, output: str) -> Any:
+    """Query 18, find last bid: each bidder's latest bid on each auction (deduplication).
+    Output (``table``): ``[bidder, auction]`` -> the bid.
+
+    .. code-block:: sql
+
+        SELECT auction, bidder, price, channel, url, `dateTime`, extra
+         FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction ORDER BY `dateTime` DESC)
+                 AS rank_number
+               FROM bid)
+         WHERE rank_number <= 1;
+    """
+    from streamtable import StreamsBuilder
+
+    b = StreamsBuilder()
+    (b.stream(BID_TOPIC)
+     .group_by(lambda auction, bid: (bid["bidder"], auction))
+     .reduce(later)
+     .to_stream()
+     .to(output))
+    return b.build()
+
+
+TOP_N = 10
+
+
+def top_bids(auction: Any, bid: dict[str, Any], top: list[dict[str, Any]]
+             ) -> list[dict[str, Any]]:
+    """The :data:`TOP_N` highest bids, highest first (of equal prices, the earlier first)."""
+    if len(top) == TOP_N and bid["price"] <= top[-1]["price"]:
+        return top
+    at = len(top)
+    while at > 0 and top[at - 1]["price"] < bid["price"]:
+        at -= 1
+    return (top[:at] + [pick(bid, BID_FIELDS)] + top[at:])[:TOP_N]
+
+
+def ranked(top: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**bid, "rank_number": rank} for rank, bid in enumerate(top, 1)]
+
+
+def q19(params: Params, output: str) -> Any:
+    """Query 19, auction top-10 price: the ten highest bids of each auction (a top-N). Output
+    (``table``): auction -> ``[bid + {rank_number}, ...]``, rank 1 first.
+
+    .. code-block:: sql
+
+        SELECT * FROM
+        (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rank_number
+         FROM bid)
+        WHERE rank_number <= 10;
+    """
+    from streamtable import StreamsBuilder
+
+    b = StreamsBuilder()
+    (b.stream(BID_TOPIC)
+     .group_by_key()
+     .aggregate(list, top_bids)
+     .map_values(ranked)
+     .to_stream()
+     .to(output))
+    return b.build()
+
+
+QUERIES = [
+    Query("q17", "auction statistics report", "table", q17, (BID_TOPIC,)),
+    Query("q18", "find last bid", "table", q18, (BID_TOPIC,)),
+    Query("q19", "auction top-10 price", "table", q19, (BID_TOPIC,)),
+]

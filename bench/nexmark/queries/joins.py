@@ -1,0 +1,116 @@
+"""Joins that enrich: persons with their auctions (q3, a foreign-key table join), bids with
+their auction (q20, a windowed stream-stream join) and with a side input (q13, a join with a
+GlobalKTable).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.nexmark.events import AUCTION_TOPIC, BID_TOPIC, PERSON_TOPIC, SIDE_INPUT_TOPIC
+from bench.nexmark.queries.base import AUCTION_FIELDS, BID_FIELDS, Params, Query
+
+Q3_STATES = frozenset(("OR", "ID", "CA"))
+
+
+def q3(params: Params, output: str) -> Any:
+    """Query 3, local item suggestion: who sells in OR, ID or CA in category 10, and which
+    auctions. Both sides are unbounded tables (every auction and person is inserted once), so
+    the SQL join is a KTable-KTable join on a foreign key: the auctions table joins the persons
+    table on ``seller``, whichever of the two arrives first. Output (``table``): auction id ->
+    ``{name, city, state, id}``.
+
+    .. code-block:: sql
+
+        SELECT P.name, P.city, P.state, A.id
+        FROM auction AS A INNER JOIN person AS P on A.seller = P.id
+        WHERE A.category = 10 and (P.state = 'OR' OR P.state = 'ID' OR P.state = 'CA');
+    """
+    from streamtable import StreamsBuilder
+
+    b = StreamsBuilder()
+    auctions = b.table(AUCTION_TOPIC).filter(lambda id_, a: a["category"] == 10)
+    sellers = b.table(PERSON_TOPIC).filter(lambda id_, p: p["state"] in Q3_STATES,
+                                           materialized="q3-sellers")
+    (auctions
+     .join(sellers, lambda a, p: {"name": p["name"], "city": p["city"], "state": p["state"],
+                                  "id": a["id"]},
+           foreign_key_extractor=lambda a: a["seller"])
+     .to_stream()
+     .to(output))
+    return b.build()
+
+
+def q13(params: Params, output: str) -> Any:
+    """Query 13, bounded side input join: every bid with the side input's value for
+    ``auction % 10000``. The side input (``nexmark-side-input``, filled from the spec's
+    ``side_input.txt`` rows) is a GlobalKTable, read in full before the bids that need it.
+    Output (``append``): auction -> ``{auction, bidder, price, dateTime, value}``.
+
+    .. code-block:: sql
+
+        SELECT B.auction, B.bidder, B.price, B.`dateTime`, S.`value`
+        FROM (SELECT *, PROCTIME() as p_time FROM bid) B
+        JOIN side_input FOR SYSTEM_TIME AS OF B.p_time AS S
+        ON mod(B.auction, 10000) = S.key;
+    """
+    from streamtable import StreamsBuilder
+
+    b = StreamsBuilder()
+    side = b.global_table(SIDE_INPUT_TOPIC)
+    (b.stream(BID_TOPIC)
+     .join(side, lambda auction, bid: bid["auction"] % 10_000,
+           lambda bid, value: {"auction": bid["auction"], "bidder": bid["bidder"],
+                               "price": bid["price"], "dateTime": bid["dateTime"],
+                               "value": value})
+     .to(output))
+    return b.build()
+
+
+def bid_with_auction(bid: dict[str, Any], auction: dict[str, Any]) -> dict[str, Any]:
+    """q20's row: the bid's fields and the auction's, ``dateTime``/``extra`` of each renamed."""
+    row = {f: bid[f] for f in BID_FIELDS if f not in ("dateTime", "extra")}
+    row["bid_dateTime"], row["bid_extra"] = bid["dateTime"], bid["extra"]
+    for f in AUCTION_FIELDS:
+        if f not in ("id", "dateTime", "extra"):
+            row[f] = auction[f]
+    row["auction_dateTime"], row["auction_extra"] = auction["dateTime"], auction["extra"]
+    return row
+
+
+def q20(params: Params, output: str) -> Any:
+    """Query 20, expand bid with auction: every bid on an auction of category 10, with the
+    auction's fields.
+
+    The SQL join has no time condition, but the generator bounds how far a bid can be from its
+    auction in event time (a bid names one of the last 100 auctions or one of the next 10:
+    ``Params.bid_before_ms``/``bid_after_ms``), so a windowed stream-stream join over that reach
+    finds every pair, whichever side arrives first; bids and auctions are co-partitioned by
+    auction id, so there is no repartition. Output (``append``): auction -> the joined row.
+
+    .. code-block:: sql
+
+        SELECT auction, bidder, price, channel, url, B.`dateTime`, B.extra,
+            itemName, description, initialBid, reserve, A.`dateTime`, expires, seller,
+            category, A.extra
+        FROM bid AS B INNER JOIN auction AS A on B.auction = A.id
+        WHERE A.category = 10;
+    """
+    from streamtable import JoinWindows, StreamsBuilder
+
+    b = StreamsBuilder()
+    auctions = b.stream(AUCTION_TOPIC).filter(lambda id_, a: a["category"] == 10)
+    # an auction at t joins the bids in [t - before, t + after]
+    reach = (JoinWindows.of_time_difference_and_grace(0, params.grace_ms)
+             .before(params.bid_before_ms).after(params.bid_after_ms))
+    (auctions
+     .join(b.stream(BID_TOPIC), lambda a, bid: bid_with_auction(bid, a), reach)
+     .to(output))
+    return b.build()
+
+
+QUERIES = [
+    Query("q3", "local item suggestion", "table", q3, (AUCTION_TOPIC, PERSON_TOPIC)),
+    Query("q13", "bounded side input join", "append", q13, (BID_TOPIC, SIDE_INPUT_TOPIC)),
+    Query("q20", "expand bid with auction", "append", q20, (BID_TOPIC, AUCTION_TOPIC)),
+]

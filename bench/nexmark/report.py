@@ -1,0 +1,61 @@
+"""The Nexmark results as Markdown: one row per query and contender.
+
+>>> class R:
+...     query, contender, events, status, reason = "q0", "streamtable", 1000, "OK", ""
+...     rate, rate_per_core, seconds, cpu_seconds = 500.0, 400.0, 2.0, 2.5
+...     peak_rss_mb, peak_pss_mb = 900.0, 800.0
+...     batches, output_records = 1, 920
+>>> print(table([R()]).splitlines()[2])
+| q0 | streamtable | 1,000 | 500 | 400 | 2.0 | 2.5 | 900 | 800 | 1 | 920 | ok |
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.nexmark.queries import QUERIES
+
+
+def _n(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def one_line(row: Any) -> str:
+    if row.status != "OK":
+        return f"{row.status}: {row.reason}"
+    return (f"OK, {row.events:,} events in {row.seconds:.1f}s = {row.rate:,.0f} events/s, "
+            f"{_n(row.rate_per_core)} events/s per core ({_n(row.cpu_seconds, 1)} CPU s), "
+            f"{row.batches} batches, peak RSS {row.peak_rss_mb:,.0f} MB (PSS "
+            f"{row.peak_pss_mb:,.0f} MB), {row.output_records:,} output records, checked")
+
+
+def table(rows: list[Any]) -> str:
+    lines = ["| query | contender | events | events/s | events/s per core | wall s | CPU s | "
+             "peak RSS MB | peak PSS MB | batches | output records | check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        verdict = "ok" if r.status == "OK" else f"**{r.status}**"
+        lines.append(f"| {r.query} | {r.contender} | {r.events:,} | {_n(r.rate)} | "
+                     f"{_n(r.rate_per_core)} | {_n(r.seconds, 1)} | {_n(r.cpu_seconds, 1)} | "
+                     f"{_n(r.peak_rss_mb)} | {_n(r.peak_pss_mb)} | {_n(r.batches)} | "
+                     f"{r.output_records:,} | {verdict} |")
+    return "\n".join(lines)
+
+
+def section(rows: list[Any], command: str, machine: dict[str, Any],
+            loaded: dict[str, Any]) -> str:
+    """A Markdown section: the command, the machine, the table, and what failed."""
+    out = [f"## Nexmark, {time.strftime('%Y-%m-%d %H:%M')}", "", f"`{command}`", "",
+           "Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), "",
+           f"Input: {loaded['counts']} generated into Kafka in {loaded['seconds']}s.", "",
+           table(rows), ""]
+    problems = [r for r in rows if r.status not in ("OK",)]
+    if problems:
+        out.append("Not OK:")
+        out.append("")
+        for r in problems:
+            title = QUERIES[r.query].title if r.query in QUERIES else r.query
+            out.append(f"- {r.query} ({title}) on {r.contender}: {r.status}: {r.reason}")
+        out.append("")
+    return "\n".join(out)

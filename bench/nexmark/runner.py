@@ -1,0 +1,258 @@
+"""``python -m bench.nexmark``: Nexmark on every contender, each result checked.
+
+    python -m bench.nexmark --events 100000 --queries q0,q5 --contenders streamtable
+    python -m bench.nexmark --events 1000000 --out bench/nexmark/RESULTS.md
+
+The events are generated once (seeded) into the input topics of a development broker; then,
+per query and contender, a fresh process runs the query (``contenders/``) while the harness
+samples the CPU time and memory of its process tree (``bench/harness.py``). After it has caught
+up, the whole output topic is read and compared with the reference (``reference.py``,
+``check.py``): a mismatch is FAILED, whatever its speed.
+
+Measured per run: events/s (all N generated events over the time from the contender's
+``started`` to its ``caught_up``, as Nexmark counts them, whichever topics the query reads),
+events/s per core used (N over the CPU seconds the process tree used in that time), and the
+peak RSS and PSS of the process tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.harness import (
+    BENCH,
+    ROOT,
+    TreeSampler,
+    create_topics,
+    delete_matching,
+    launch,
+    read_topic,
+)
+from bench.nexmark import check, report
+from bench.nexmark.contenders import Contender, Run, contenders
+from bench.nexmark.events import (
+    PARTITIONS,
+    SIDE_INPUT_TOPIC,
+    TOPIC_CONFIG,
+    TOPICS,
+    generate_into,
+    output_topic,
+)
+from bench.nexmark.generator import DEFAULT_RATE, Generator
+from bench.nexmark.queries import ORDER, QUERIES
+from bench.nexmark.reference import EXPECTED, Events
+
+log = logging.getLogger("bench.nexmark")
+
+#: the grace period of every window and join of the streamtable queries (see README.md)
+DEFAULT_GRACE_MS = 60_000
+
+
+@dataclass
+class Row:
+    """One query on one contender: what was measured and what the check found."""
+
+    query: str
+    contender: str
+    events: int = 0
+    status: str = "OK"  # OK, FAILED, TIMEOUT, UNSUPPORTED
+    reason: str = ""
+    seconds: float | None = None
+    rate: float | None = None
+    cpu_seconds: float | None = None
+    rate_per_core: float | None = None
+    peak_rss_mb: float | None = None
+    peak_pss_mb: float | None = None
+    startup_s: float | None = None
+    batches: int | None = None
+    output_records: int = 0
+    rss_by_process: dict[str, float] = field(default_factory=dict)
+    cpu_by_process: dict[str, float] = field(default_factory=dict)
+    log: str = ""
+
+
+def _wait(proc: Any, tree: TreeSampler, timeout: float) -> tuple[int | None, float | None]:
+    """``(exit code or None after timeout, CPU seconds of the tree when it started)``."""
+    deadline = time.time() + timeout
+    cpu_at_start = None
+    while time.time() < deadline:
+        if cpu_at_start is None and "started" in proc.events():
+            tree.sample()
+            cpu_at_start = tree.cpu_seconds()
+        rc: int | None = proc.proc.poll()
+        if rc is not None:
+            return rc, cpu_at_start
+        if "caught_up" in proc.events():
+            # a contender that stays up after catching up is stopped here
+            return 0, cpu_at_start
+        time.sleep(0.2)
+    return None, cpu_at_start
+
+
+def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstrap: str,
+            run_dir: Path, expected: Callable[[], Iterable[tuple[Any, Any]]],
+            input_counts: dict[str, int]) -> Row:
+    row = Row(query, contender.name, events=args.events)
+    if not contender.supports(query):
+        row.status, row.reason = "UNSUPPORTED", f"{contender.name} has no {query}"
+        return row
+    output = output_topic(query)
+    run_id = f"{run_dir.name}-{contender.name}-{query}"
+    delete_matching(bootstrap, [output])
+    create_topics(bootstrap, {output: PARTITIONS}, TOPIC_CONFIG)  # results carry 2015 times
+    status = run_dir / "status" / f"{run_id}.jsonl"
+    log_path = run_dir / "logs" / f"{run_id}.log"
+    row.log = str(log_path.relative_to(ROOT))
+    run = Run(query=query, output=output, bootstrap=bootstrap, run_id=run_id,
+              state_dir=run_dir / "state" / run_id, status=status, events=args.events,
+              rate=args.rate, seed=args.seed, grace_ms=args.grace_ms,
+              input_counts=input_counts, extra=tuple(args.config))
+    cmd, env = contender.command(run)
+    proc = launch(f"{contender.name}-{query}", cmd, log_path, status, env)
+    tree = TreeSampler(proc.proc.pid)
+    tree.start()
+    log.info("%s on %s: running, log %s", query, contender.name, row.log)
+    try:
+        rc, cpu_at_start = _wait(proc, tree, args.timeout)
+        tree.sample()
+        cpu_at_end = tree.cpu_seconds()
+    finally:
+        tree.stop()
+        tree.join(5)
+        proc.stop()
+    events = proc.events()
+    started, done = events.get("started"), events.get("caught_up")
+    t_start = started["t"] if started else proc.t_launch
+    row.startup_s = round(t_start - proc.t_launch, 2)
+    row.peak_rss_mb = round(tree.peak_rss / 2**20, 1)
+    row.peak_pss_mb = round(tree.peak_pss / 2**20, 1)
+    row.rss_by_process = {k: round(v / 2**20, 1) for k, v in
+                          sorted(tree.peak_procs.items(), key=lambda kv: -kv[1])}
+    row.cpu_by_process = tree.cpu_by_kind()
+    if rc is None:
+        row.status, row.reason = "TIMEOUT", f"not caught up after {args.timeout:.0f}s"
+    elif rc != 0 or done is None:
+        row.status, row.reason = "FAILED", f"exited with code {rc} before catching up"
+    else:
+        row.seconds = round(done["t"] - t_start, 2)
+        row.rate = round(args.events / row.seconds, 1) if row.seconds > 0 else None
+        row.batches = done.get("batches")
+        if cpu_at_start is not None:
+            row.cpu_seconds = round(cpu_at_end - cpu_at_start, 1)
+            if row.cpu_seconds > 0:
+                row.rate_per_core = round(args.events / row.cpu_seconds, 1)
+    if row.status == "OK":
+        written = [0]
+
+        def records() -> Iterator[tuple[bytes | None, bytes | None]]:
+            written[0] = 0
+            for m in read_topic(bootstrap, output, timeout=1800):
+                written[0] += 1
+                yield m.key(), m.value()
+
+        t0 = time.time()
+        diff = check.verdict(QUERIES[query].kind, expected, records)
+        row.output_records = written[0]
+        log.info("%s on %s: output checked in %.1fs", query, contender.name, time.time() - t0)
+        if diff is not None:
+            row.status, row.reason = "FAILED", diff
+    else:
+        log.error("%s on %s: %s: %s; log tail:\n%s", query, contender.name, row.status,
+                  row.reason, proc.log_tail(15))
+    delete_matching(bootstrap, [run_id])
+    log.info("%s on %s: %s", query, contender.name, report.one_line(row))
+    return row
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.nexmark", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--events", type=int, default=1_000_000, help="events to generate")
+    p.add_argument("--queries", default="all",
+                   help=f"comma separated, from: {', '.join(ORDER)} (default: all)")
+    p.add_argument("--contenders", default="streamtable",
+                   help="comma separated (default: streamtable)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="append the results as a Markdown section to FILE")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--rate", type=int, default=DEFAULT_RATE,
+                   help="events per second of event time (default: the spec's 10,000)")
+    p.add_argument("--grace-ms", type=int, default=DEFAULT_GRACE_MS,
+                   help="grace period of the windows and joins (streamtable)")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="seconds one query may run on one contender")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra settings for the streamtable app (experiments)")
+    args = p.parse_args(argv)
+    args.query_list = ORDER if args.queries == "all" else [
+        q.strip() for q in args.queries.split(",") if q.strip()]
+    for q in args.query_list:
+        if q not in QUERIES:
+            p.error(f"unknown query {q!r} (choose from {', '.join(ORDER)})")
+    known = contenders()
+    args.contender_list = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    for c in args.contender_list:
+        if c not in known:
+            p.error(f"unknown contender {c!r} (choose from {', '.join(known)})")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s",
+                        datefmt="%H:%M:%S")
+    os.chdir(ROOT)
+    run_dir = BENCH / ".data" / time.strftime("nexmark%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    command = "python -m bench.nexmark " + " ".join(shlex.quote(a) for a in argv)
+    log.info("%s\n  data and logs in %s", command, run_dir.relative_to(ROOT))
+    from bench.runner import _machine, warm_up
+    from streamtable.kafka.broker import EmbeddedBroker
+
+    generator = Generator(args.seed, rate=args.rate)
+    engines = contenders()
+    rows: list[Row] = []
+    broker = EmbeddedBroker(log_path=run_dir / "broker.log")
+    broker.start()
+    try:
+        bootstrap = broker.bootstrap_servers
+        loaded = generate_into(bootstrap, generator, args.events)
+        counts = {TOPICS[k][0]: n for k, n in loaded["counts"].items() if k in TOPICS}
+        counts[SIDE_INPUT_TOPIC] = loaded["counts"]["side-input"]
+        log.info("warm-up (Spark JVM start, one read of a topic): %.1fs",
+                 warm_up(bootstrap, SIDE_INPUT_TOPIC))
+        for query in args.query_list:
+            def expected(query: str = query) -> Iterable[tuple[Any, Any]]:
+                return EXPECTED[query](Events(generator=generator, count=args.events))
+
+            for name in args.contender_list:
+                try:
+                    rows.append(run_one(query, engines[name], args, bootstrap, run_dir,
+                                        expected, counts))
+                except Exception as exc:  # noqa: BLE001 - one run's failure is reported
+                    log.exception("%s on %s: harness error", query, name)
+                    rows.append(Row(query, name, events=args.events, status="FAILED",
+                                    reason=f"harness error: {exc}"))
+                (run_dir / "nexmark.json").write_text(
+                    json.dumps([asdict(r) for r in rows], indent=2))
+    finally:
+        broker.stop()
+    text = report.section(rows, command, _machine(), loaded)
+    (run_dir / "nexmark.md").write_text(text)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as fh:
+            fh.write("\n" + text)
+        log.info("appended to %s", args.out)
+    log.info("results:\n%s", report.table(rows))
+    return 0 if all(r.status in ("OK", "UNSUPPORTED") for r in rows) else 1

@@ -38,9 +38,11 @@ if TYPE_CHECKING:
     from streamtable.dsl.stores import StoreBuilder, Stores
     from streamtable.dsl.topology_builder import TopologyBuilder
     from streamtable.errors import (
+        ApplicationFailedError,
         DeserializationError,
         ProcessingError,
         RecordError,
+        StoreNotReadyError,
         StreamsError,
         TopologyError,
     )
@@ -86,9 +88,11 @@ _EXPORTS = {
     "StoreBuilder": "streamtable.dsl.stores",
     "Stores": "streamtable.dsl.stores",
     "TopologyBuilder": "streamtable.dsl.topology_builder",
+    "ApplicationFailedError": "streamtable.errors",
     "DeserializationError": "streamtable.errors",
     "ProcessingError": "streamtable.errors",
     "RecordError": "streamtable.errors",
+    "StoreNotReadyError": "streamtable.errors",
     "StreamsError": "streamtable.errors",
     "TopologyError": "streamtable.errors",
     "Change": "streamtable.processors.api",
@@ -118,6 +122,7 @@ _EXPORTS = {
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApplicationFailedError",
     "BranchedKStream",
     "Change",
     "DeserializationError",
@@ -134,6 +139,7 @@ __all__ = [
     "PunctuationType",
     "Record",
     "RecordError",
+    "StoreNotReadyError",
     "StreamJoined",
     "StoreBuilder",
     "Stores",

@@ -30,9 +30,12 @@ class TopologyError(StreamsError):
 class RecordError(StreamsError):
     """A record could not be handled.
 
-    The message names the record by ``topic``, ``partition``, ``offset`` and ``key`` (its
-    bytes, shown as text when they are UTF-8) so that it can be found with any Kafka tool, and
-    the operator (``processor``) where it failed. ``advice`` says what a user can do about it.
+    The message names the input record by ``topic``, ``partition``, ``offset`` and ``key``
+    (its bytes, shown as text when they are UTF-8) so that it can be found with any Kafka
+    tool, and the operator (``processor``) where it failed. For a record that went through a
+    repartition (``group_by``, a join of re-keyed streams) that is the input record it came
+    from, without its key; after a punctuation no input record caused it and none is named.
+    ``advice`` says what a user can do about it.
 
     >>> print(DeserializationError("cannot decode value", topic="t", partition=0, offset=7,
     ...                            key=b"k1", processor="KSTREAM-SOURCE-0"))
@@ -57,12 +60,12 @@ class RecordError(StreamsError):
         self.offset = offset
         self.processor = processor
         self.key = key
-        where = f"topic={topic!r} partition={partition} offset={offset}"
+        where = [] if topic is None else [f"topic={topic!r} partition={partition} offset={offset}"]
         if key is not None:
-            where += f" key={show_key(key)}"
+            where.append(f"key={show_key(key)}")
         if processor:
-            where += f" processor={processor}"
-        super().__init__(f"{reason} [{where}]")
+            where.append(f"processor={processor}")
+        super().__init__(f"{reason} [{' '.join(where)}]" if where else reason)
 
 
 def show_key(key: bytes) -> str:
@@ -184,12 +187,18 @@ class ApplicationFailedError(StreamsError):
     names the record by topic, partition, offset and key, and the operator), what to do, and
     where Spark's full error is (``log_file``).
 
+    The record and the operator are attributes too (``topic``, ``partition``, ``offset``,
+    ``processor``; None when the error names none), and the exception it was made from (Spark's,
+    with the whole trace) is its ``__cause__`` when there is one.
+
     >>> e = ApplicationFailedError("word-count", "...\\nstreamtable.errors.DeserializationError:"
     ...     " cannot decode value [topic='lines' partition=0 offset=1 key='k']\\n  at org...")
     >>> e.cause
     "DeserializationError: cannot decode value [topic='lines' partition=0 offset=1 key='k']"
     >>> e.advice.startswith("produce records the topic's serde can read")
     True
+    >>> e.topic, e.partition, e.offset, e.processor
+    ('lines', 0, 1, None)
     """
 
     def __init__(self, application_id: str, error: str, log_file: Path | str | None = None
@@ -207,9 +216,33 @@ class ApplicationFailedError(StreamsError):
         else:
             self.cause = "The error: " + (error.strip().splitlines() or ["(none)"])[0]
             advice = None
+        place = re.search(r"\[topic='(.*?)' partition=(-?\d+) offset=(-?\d+)", self.cause)
+        self.topic = place.group(1) if place else None
+        self.partition = int(place.group(2)) if place else None
+        self.offset = int(place.group(3)) if place else None
+        operator = re.search(r" processor=(\S+?)\]", self.cause)
+        self.processor = operator.group(1) if operator else None
         where = f"Spark's full error is in {log_file}" if log_file else (
             "Spark's full error is in its driver log")
         self.advice = advice or "see Spark's full error"
         super().__init__(
             f"{application_id} has stopped: its query failed, so its stores are no longer "
             f"updated. {self.cause.rstrip('.')}. What to do: {self.advice}. {where}.")
+
+
+class StoreNotReadyError(StreamsError):
+    """A store was read through ``StreamsApp.ready_store`` (the HTTP API answers 503 with it)
+    before the application's first micro-batch was served: it holds no state yet, and an absent
+    key would look like a key that does not exist. Wait with ``app.wait_until_ready()``.
+
+    >>> print(StoreNotReadyError("word-count", "counts"))  # doctest: +NORMALIZE_WHITESPACE
+    store 'counts' of word-count has no state yet: the application has not finished its first
+    micro-batch; wait for it with app.wait_until_ready(timeout=...)
+    """
+
+    def __init__(self, application_id: str, store: str) -> None:
+        super().__init__(
+            f"store {store!r} of {application_id} has no state yet: the application has not "
+            "finished its first micro-batch; wait for it with app.wait_until_ready(timeout=...)")
+        self.application_id = application_id
+        self.store = store

@@ -12,10 +12,23 @@ Headers = tuple[tuple[str, bytes | None], ...]
 """A record's headers: ``(name, value)`` pairs, in order; a value may be None."""
 
 
+Origin = tuple[str, int, int]
+"""The position (topic, partition, offset) of the input record behind a record of a
+repartition topic; ``("", -1, -1)`` when no input record caused it (a punctuation)."""
+
+NO_ORIGIN: Origin = ("", -1, -1)
+
+
 class RawRecord:
-    """A record as it sits in a topic: serialized key and value plus its position."""
+    """A record as it sits in a topic: serialized key and value plus its position.
+
+    ``origin`` is None; a record of a repartition topic may be a :class:`RoutedRecord`, which
+    carries the position of the input record it came from.
+    """
 
     __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+    origin: Origin | None = None
 
     def __init__(
         self,
@@ -40,6 +53,25 @@ class RawRecord:
             f"RawRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
             f"timestamp={self.timestamp}, key={self.key!r}, value={self.value!r})"
         )
+
+
+class RoutedRecord(RawRecord):
+    """A record of a repartition topic with its ``origin``: the position of the input record it
+    came from, so that an error downstream names a record users can find (a repartition topic
+    exists only inside a Spark batch). Records of other topics are plain :class:`RawRecord`,
+    made without it.
+
+    >>> RoutedRecord("app-r", 0, 3, 5, None, None, (), ("clicks", 1, 7)).origin
+    ('clicks', 1, 7)
+    """
+
+    __slots__ = ("origin",)
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int,
+                 key: bytes | None, value: bytes | None, headers: Headers,
+                 origin: Origin) -> None:
+        super().__init__(topic, partition, offset, timestamp, key, value, headers)
+        self.origin = origin
 
 
 class RecordRun:

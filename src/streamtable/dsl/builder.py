@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl.materialized import Materialized, as_materialized
@@ -36,6 +39,24 @@ def with_key(fn: Callable[..., Any], name: str) -> Callable[[Any, Any], Any]:
     if len(params) == 1:
         return lambda k, v: fn(v)
     raise TypeError(f"{name} expects a function of (value) or (key, value)")
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def _declaration() -> dict[str, Any]:
+    """The DSL method the user called to make the node being added (the outermost
+    streamtable frame on the stack) and where they called it (the frame that called it), so
+    that an error names the operator as the user wrote it (see ``engine/blame.py``). Read
+    once per node while the topology is built."""
+    frame = sys._getframe(1)
+    method = None
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        method = frame.f_code.co_name
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None or method is None:
+        return {}
+    return {"operator": method, "declared_at": (frame.f_code.co_filename, frame.f_lineno)}
 
 
 def _maybe_serde(spec: Serde | str | None, key: bool = False) -> Serde | None:
@@ -95,6 +116,7 @@ class StreamsBuilder:
         topics: Iterable[str] = (),
     ) -> Node:
         node = Node(name, kind, factory, list(parents), [], list(stores), list(topics))
+        node.options.update(_declaration())
         for p in node.parents:
             self._nodes[p].children.append(name)
         self._nodes[name] = node

@@ -63,7 +63,14 @@ __all__ = [
 
 class RecordCollector(Protocol):
     """Receives every serialized record a task sends to a topic (``partition`` None: the
-    key's default partition)."""
+    key's default partition).
+
+    A collector may also have ``bind(task)``, called once by the task it collects for: it may
+    then read ``task.current_raw`` (the input record being processed) to keep the origin of
+    the records it carries for repartition topics (``RawRecord.origin``, see
+    :func:`~streamtable.engine.task.origin_of`); and ``find_origin(raw)``, the origin of an
+    input record of a repartition topic that carries none.
+    """
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None: ...

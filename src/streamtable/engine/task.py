@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 from streamtable.config import StreamsConfig
+from streamtable.engine import blame
 from streamtable.engine.ports import KeyValueStore, RecordCollector, StoreBackend
 from streamtable.engine.punctuation import Punctuations, Schedule
 from streamtable.engine.runs import TableRun
@@ -30,7 +31,7 @@ from streamtable.processors.api import (
 from streamtable.processors.cache import ChangeForwarder
 from streamtable.processors.io import SourceProcessor
 from streamtable.processors.user import ProcessorApiContext
-from streamtable.records import Headers, RawRecord, RecordRun
+from streamtable.records import NO_ORIGIN, Headers, Origin, RawRecord, RecordRun
 from streamtable.topology.graph import NodeKind, StoreSpec, SubTopology, Topology
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,15 @@ class Task:
         self.config = config
         self.collector = collector
         self.wiring = wiring or wire(topology, config)
+        # A collector that keeps the origin of records for repartition topics (RawRecord.origin)
+        # reads the input record being processed from the task: it is bound to it. Its
+        # ``find_origin`` gives the origin of an input record of a repartition topic that
+        # does not carry one.
+        bind = getattr(collector, "bind", None)
+        if bind is not None:
+            bind(self)
+        self.find_origin: OriginFinder | None = getattr(collector, "find_origin", None)
+        self.internal_topics = self.wiring.internal_topics
         # the host's own dict (not a copy): the test driver adds topics as they are created
         self.topic_partitions = topic_partitions if topic_partitions is not None else {}
         self.cache_max_entries = cache_max_entries or config.cache_max_entries
@@ -242,9 +252,13 @@ class Task:
         if isinstance(error, RecordError):
             reason, where = error.reason, error.processor
         else:  # the innermost operator: the punctuator's, or one its forwards reached
-            reason, where = f"{type(error).__name__}: {error}", failing_processor(error)
+            where = failing_processor(error) or schedule.node
+            message = " ".join(str(error).splitlines())
+            reason = (f"{type(error).__name__}: {message} "
+                      f"{blame.describe(error, self.topology, where)}")
         located = ProcessingError(
-            f"{reason} (in a {schedule.type.name} punctuator of {schedule.node})",
+            f"{reason} (in a {schedule.type.name} punctuator of {schedule.node}, no input "
+            "record)",
             processor=where or schedule.node)
         located.__cause__ = error
         if self._proc_handler == "fail":
@@ -259,7 +273,7 @@ class Task:
         if isinstance(error, RecordError):
             located = error if raw is None else self._locate(error, raw)
         else:  # a user function raised
-            located = _user_error(error, raw)
+            located = self._user_error(error, raw)
         if raw is None:
             raise located
         handler = (self._deser_handler if isinstance(located, DeserializationError)
@@ -267,15 +281,47 @@ class Task:
         self._apply_handler(raw, located, handler)
 
     def _locate(self, e: RecordError, raw: RawRecord) -> RecordError:
+        """``e`` naming the input record ``raw`` came from (for a record of a repartition
+        topic, the one before the repartition: the topic exists only inside the batch)."""
         same = (e.topic, e.partition, e.offset) == (raw.topic, raw.partition, raw.offset)
-        if e.topic is None or (same and e.key is None and raw.key is not None):
+        if e.topic is None or same:
+            topic, partition, offset, key = self.input_position(raw)
+            if (e.topic, e.partition, e.offset, e.key) == (topic, partition, offset, key):
+                return e
             located = type(e)(
-                e.reason, topic=raw.topic, partition=raw.partition, offset=raw.offset,
-                processor=e.processor or failing_processor(e), key=raw.key,
+                e.reason, topic=topic, partition=partition, offset=offset,
+                processor=e.processor or failing_processor(e), key=key,
             )
             located.__cause__ = e.__cause__
             return located
         return e
+
+    def input_position(self, raw: RawRecord | None
+                       ) -> tuple[str | None, int | None, int | None, bytes | None]:
+        """(topic, partition, offset, key) of the input record behind ``raw``: ``raw``'s own
+        for a record of an input topic, its origin's (no key) for a record of a repartition
+        topic, all None when no input record caused it."""
+        if raw is None:
+            return None, None, None, None
+        if raw.origin is None and raw.topic not in self.internal_topics:
+            return raw.topic, raw.partition, raw.offset, raw.key
+        origin = origin_of(raw, self.internal_topics, self.find_origin)
+        if origin == NO_ORIGIN:
+            return None, None, None, None
+        return origin[0], origin[1], origin[2], None
+
+    def _user_error(self, error: Exception, raw: RawRecord | None) -> ProcessingError:
+        """A user function's exception as an error naming the input record, the operator, the
+        user's code (file, line) and the record the operator held."""
+        node = failing_processor(error)
+        topic, partition, offset, key = self.input_position(raw)
+        message = " ".join(str(error).splitlines())  # one paragraph, whatever the user wrote
+        err = ProcessingError(
+            f"{type(error).__name__}: {message} {blame.describe(error, self.topology, node)}",
+            topic=topic, partition=partition, offset=offset, processor=node, key=key,
+        )
+        err.__cause__ = error
+        return err
 
     def _apply_handler(self, raw: RawRecord, error: RecordError, handler: str) -> None:
         dlq = self.config.dead_letter_topic
@@ -297,9 +343,9 @@ class Task:
     def record_dropped(self, processor: str, reason: str) -> None:
         """Count and log a record an operator drops by Kafka Streams' rules (null keys, ...)."""
         self.dropped[reason] += 1
-        raw = self.current_raw
-        where = "" if raw is None else (
-            f" [topic={raw.topic!r} partition={raw.partition} offset={raw.offset}]"
+        topic, partition, offset, _ = self.input_position(self.current_raw)
+        where = "" if topic is None else (
+            f" [topic={topic!r} partition={partition} offset={offset}]"
         )
         log.warning("dropped record at %s: %s%s", processor, reason, where)
 
@@ -319,18 +365,31 @@ class Task:
             p.close()
 
 
-def _user_error(error: Exception, raw: RawRecord | None) -> ProcessingError:
-    """A user function's exception as an error naming the record and the operator."""
-    err = ProcessingError(
-        f"{type(error).__name__}: {error}",
-        topic=None if raw is None else raw.topic,
-        partition=None if raw is None else raw.partition,
-        offset=None if raw is None else raw.offset,
-        processor=failing_processor(error),
-        key=None if raw is None else raw.key,
-    )
-    err.__cause__ = error
-    return err
+OriginFinder = Callable[[RawRecord], "Origin | None"]
+"""A host's origin of a record of a repartition topic (None: unknown)."""
+
+
+def origin_of(raw: RawRecord | None, internal_topics: frozenset[str],
+              find: OriginFinder | None = None) -> Origin:
+    """The origin of a record sent to a repartition topic while ``raw`` was processed (see
+    ``RawRecord.origin``): ``raw``'s position for a record of an input topic, its own origin
+    for one of a repartition topic (set, or as ``find`` finds it), ``NO_ORIGIN`` when there is
+    no input record (a punctuation). Hosts call it only when they need the origin (an error,
+    or a batch's records made into rows), never per record sent.
+
+    >>> origin_of(RawRecord("clicks", 1, 7, 0, None, None), frozenset())
+    ('clicks', 1, 7)
+    >>> origin_of(None, frozenset())
+    ('', -1, -1)
+    """
+    if raw is None:
+        return NO_ORIGIN
+    if raw.origin is not None:
+        return raw.origin
+    if raw.topic in internal_topics:
+        found = find(raw) if find is not None else None
+        return NO_ORIGIN if found is None else found
+    return raw.topic, raw.partition, raw.offset
 
 
 def punctuation_store(subtopology: int) -> str:

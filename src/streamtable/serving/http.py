@@ -18,7 +18,9 @@
 Windows and sessions come as ``{"key", "start", "end", "value"}`` objects.
 
 Once the application's query has died, the store endpoints answer 503 with its error too: a
-dead application must not look like an empty one.
+dead application must not look like an empty one. Before the application has served its first
+micro-batch they answer 503 "no state yet" (a key absent then is not a key that does not
+exist); ``/health`` says ``"ready": false`` until then.
 
 Keys in URLs are JSON when they parse as JSON (``42``, ``"a"``), plain text otherwise. Values are
 returned as JSON (sets as sorted lists). Start it with ``streamtable run app.py --http-port 8080``
@@ -42,7 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamtable.config import ConfigError
-from streamtable.errors import ApplicationFailedError
+from streamtable.errors import ApplicationFailedError, StoreNotReadyError
 from streamtable.serving.sqlite import StoreView
 from streamtable.state.windowed import MAX_TIME, MIN_TIME, SessionQueries, Windowed, WindowQueries
 
@@ -165,6 +167,10 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
 
     @api.exception_handler(ApplicationFailedError)
     async def failed(request: Request, exc: ApplicationFailedError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    @api.exception_handler(StoreNotReadyError)
+    async def not_ready(request: Request, exc: StoreNotReadyError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
     if health is not None:
@@ -305,5 +311,5 @@ def serve_queries(app: Any, host: str = "127.0.0.1", port: int = 8080,
     def metrics() -> str:
         return exposition(app.metrics.families(app.state_entries()))
 
-    api = create_query_api(app.store, names, health=app.health, metrics=metrics)
+    api = create_query_api(app.ready_store, names, health=app.health, metrics=metrics)
     return QueryServer(api, host, port, token).start()

@@ -30,10 +30,10 @@ from streamtable.config import StreamsConfig
 from streamtable.durations import Duration, to_ms
 from streamtable.engine.batch import run_task_batch
 from streamtable.engine.ports import RecordOrdering
-from streamtable.engine.task import Task
+from streamtable.engine.task import Task, origin_of
 from streamtable.engine.wiring import punctuates_on_wall_clock, task_counts, wire
 from streamtable.partitioner import default_partition, task_of
-from streamtable.records import Headers, RawRecord
+from streamtable.records import Headers, Origin, RawRecord, RoutedRecord
 from streamtable.serde import Serde, serde_from
 from streamtable.state import InMemoryStoreBackend, KeyValueStore, ReadOnlyKeyValueStore
 from streamtable.state.base import TaskStatePersistence
@@ -70,10 +70,13 @@ class _Log:
         self._next_offset: dict[int, int] = defaultdict(int)
 
     def append(self, partition: int, timestamp: int, key: bytes | None, value: bytes | None,
-               headers: Headers) -> RawRecord:
+               headers: Headers, origin: Origin | None = None) -> RawRecord:
+        """Append a record (with its ``origin`` for a repartition topic's)."""
         offset = self._next_offset[partition]
         self._next_offset[partition] = offset + 1
-        raw = RawRecord(self.name, partition, offset, timestamp, key, value, tuple(headers))
+        raw = (RawRecord(self.name, partition, offset, timestamp, key, value, tuple(headers))
+               if origin is None else RoutedRecord(self.name, partition, offset, timestamp, key,
+                                                   value, tuple(headers), origin))
         self.records.append(raw)
         return raw
 
@@ -132,7 +135,8 @@ class TopologyTestDriver:
             for st in topology.global_subtopologies + topology.subtopologies:
                 global_stores = {s: self._backend.stores[s]
                                  for s in topology.global_stores_of(st)}
-                task = Task(topology, st, 0, self.config, self._backend, self, self._partitions,
+                task = Task(topology, st, 0, self.config, self._backend,
+                            _RecordModeCollector(self), self._partitions,
                             wiring=self._wiring, global_stores=global_stores,
                             wall_clock_ms=self.wall_clock_ms)
                 self._tasks[st.id] = task
@@ -153,15 +157,27 @@ class TopologyTestDriver:
         if topic in self._task_by_topic:
             self._pending.append(raw)
 
+    def _send_routed(self, topic: str, key: bytes | None, value: bytes | None,
+                     timestamp: int, headers: Headers, cause: RawRecord | None) -> None:
+        """A record of a repartition topic, sent while ``cause`` was processed: it keeps the
+        position of the input record it came from (named by errors downstream, as on
+        Spark)."""
+        raw = self._log(topic).append(0, timestamp, key, value, headers,
+                                      origin_of(cause, self._wiring.internal_topics))
+        if topic in self._task_by_topic:
+            self._pending.append(raw)
+
     def _send_from_task(self, task_id: int, topic: str, key: bytes | None, value: bytes | None,
-                        timestamp: int, headers: Headers, partition: int | None) -> None:
+                        timestamp: int, headers: Headers, partition: int | None,
+                        cause: RawRecord | None = None) -> None:
         """Batch mode: what task ``task_id`` sends. A record of a repartition topic is logged
         under the partition of the task that wrote it (its offsets in the order written, as
         the runtime's stage output) and goes to the task the runtime's shuffle gives it; a
         record of another topic goes to the partition its sink chose, else to its key's."""
         reader = self._reader.get(topic)
         if topic in self._wiring.internal_topics:
-            raw = self._log(topic).append(task_id, timestamp, key, value, headers)
+            raw = self._log(topic).append(task_id, timestamp, key, value, headers,
+                                          origin_of(cause, self._wiring.internal_topics))
             if reader is not None:
                 self._batch.append((raw, task_of(key, partition, self._counts[reader])))
             return
@@ -476,19 +492,46 @@ class TopologyTestDriver:
         self.close()
 
 
+class _RecordModeCollector:
+    """The record collector of one task of the driver's record mode: the driver's topics, with
+    the origin of records of repartition topics (see ``RawRecord.origin``)."""
+
+    __slots__ = ("_driver", "_task")
+
+    def __init__(self, driver: TopologyTestDriver) -> None:
+        self._driver = driver
+        self._task: Task | None = None
+
+    def bind(self, task: Task) -> None:
+        self._task = task
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+             headers: Headers, partition: int | None) -> None:
+        if topic in self._driver._wiring.internal_topics:
+            cause = None if self._task is None else self._task.current_raw
+            self._driver._send_routed(topic, key, value, timestamp, headers, cause)
+        else:
+            self._driver.send(topic, key, value, timestamp, headers, partition)
+
+
 class _TaskCollector:
     """The record collector of one task of the driver's batch mode."""
 
-    __slots__ = ("_driver", "_task_id")
+    __slots__ = ("_driver", "_task_id", "_task")
 
     def __init__(self, driver: TopologyTestDriver, task_id: int) -> None:
         self._driver = driver
         self._task_id = task_id
+        self._task: Task | None = None
+
+    def bind(self, task: Task) -> None:
+        self._task = task
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
+        cause = None if self._task is None else self._task.current_raw
         self._driver._send_from_task(self._task_id, topic, key, value, timestamp, headers,
-                                     partition)
+                                     partition, cause)
 
 
 class _KeptStates:

@@ -30,12 +30,13 @@ stages run, so a replayed batch punctuates at the same time as its first attempt
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from streamtable.engine.ports import (
     ServingStore,
     TaskStatePersistence,
 )
-from streamtable.errors import ApplicationFailedError, LeaseLostError
+from streamtable.errors import ApplicationFailedError, LeaseLostError, StoreNotReadyError
 from streamtable.kafka.output import KafkaOutput
 from streamtable.runtime.spark import shipping
 from streamtable.runtime.spark.batches import MicroBatches
@@ -70,7 +71,7 @@ from streamtable.topology.graph import Topology
 log = logging.getLogger("streamtable.app")
 
 
-__all__ = ["ApplicationFailedError", "KafkaOutput", "StreamsApp"]
+__all__ = ["ApplicationFailedError", "KafkaOutput", "StoreNotReadyError", "StreamsApp"]
 
 
 class StreamsApp:
@@ -146,6 +147,7 @@ class StreamsApp:
         self.log_file: Path | None = None
         self._query: Any = None
         self._failure: Any = None  # the error the last query died of
+        self._ready = False  # a micro-batch's results have been served (see is_ready)
         self._warm_up: Any = None
         self._run: str | None = None  # the run id, read from the checkpoint once
         self._plan: QueryPlan | None = None
@@ -304,10 +306,13 @@ class StreamsApp:
 
         >>> app.health()                                            # doctest: +SKIP
         (True, {'status': 'running', 'application_id': 'word-count', 'batches': 12, ...})
+
+        ``ready`` in the details says whether the stores hold state yet (:attr:`is_ready`).
         """
         details: dict[str, Any] = {"application_id": self.application_id,
                                    "batches": self.metrics.batches,
-                                   "lag": self.metrics.total_lag}
+                                   "lag": self.metrics.total_lag,
+                                   "ready": self.is_ready}
         try:
             self.raise_if_failed()
         except ApplicationFailedError as e:
@@ -457,7 +462,17 @@ class StreamsApp:
                  [s.partitions for s in plan.stages])
 
     def run_until_caught_up(self, timeout: float | None = None) -> None:
-        """Process everything the source topics hold now, then stop."""
+        """Process everything the source topics hold now, then stop.
+
+        Raises :class:`ApplicationFailedError` when the query dies: one paragraph naming the
+        input record, the operator and the user's code, with Spark's exception (and its whole
+        trace) as ``__cause__``.
+
+        >>> try:                                                        # doctest: +SKIP
+        ...     app.run_until_caught_up(timeout=300)
+        ... except ApplicationFailedError as e:
+        ...     print(e.topic, e.partition, e.offset, e)
+        """
         self.start(available_now=True)
         try:
             self.await_termination(timeout)
@@ -466,15 +481,63 @@ class StreamsApp:
                 self.stop()
 
     def process_all_available(self) -> None:
-        """Block until every record available now has been processed."""
-        self._query.processAllAvailable()
+        """Block until every record available now has been processed; raises
+        :class:`ApplicationFailedError` when the query dies."""
+        with self._failures():
+            self._query.processAllAvailable()
 
     def await_termination(self, timeout: float | None = None) -> bool:
-        """Block until the query stops (or ``timeout`` seconds pass: then False)."""
-        if timeout is None:
-            self._query.awaitTermination()
-            return True
-        return bool(self._query.awaitTermination(timeout))
+        """Block until the query stops (True) or ``timeout`` seconds pass (False); raises
+        :class:`ApplicationFailedError` when the query dies."""
+        with self._failures():
+            if timeout is None:
+                self._query.awaitTermination()
+                return True
+            return bool(self._query.awaitTermination(timeout))
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Spark's error of a dead query, raised as the one paragraph users read (the CLI
+        prints the same), with Spark's exception chained as ``__cause__``."""
+        from pyspark.errors import StreamingQueryException
+
+        try:
+            yield
+        except StreamingQueryException as e:
+            raise self._failed(e) from e
+
+    def _failed(self, error: BaseException) -> ApplicationFailedError:
+        return ApplicationFailedError(self.application_id, str(error), self.log_file)
+
+    @property
+    def is_ready(self) -> bool:
+        """Whether the stores hold state: a micro-batch's results have been served (in this
+        run, or kept by the serving store from an earlier one)."""
+        if not self._ready:  # once served, a batch stays served
+            self._ready = self.serving.last_batch() >= 0
+        return self._ready
+
+    def wait_until_ready(self, timeout: float | None = None, poll: float = 0.1) -> StreamsApp:
+        """Block until the stores hold state (:attr:`is_ready`): before then, after
+        ``start()``, every key of ``app.store(...)`` reads as absent.
+
+        Raises :class:`ApplicationFailedError` if the query dies first, ``TimeoutError`` after
+        ``timeout`` seconds, and ``RuntimeError`` when the query is not running.
+
+        >>> app.start().wait_until_ready(timeout=120)                   # doctest: +SKIP
+        >>> app.store("counts-store").get("kafka")                      # doctest: +SKIP
+        3
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_ready:
+            self.raise_if_failed()
+            if not self.is_running:
+                raise RuntimeError(f"{self.application_id} is not running: start() it first")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{self.application_id} has not finished its first "
+                                   f"micro-batch after {timeout} s")
+            time.sleep(poll)
+        return self
 
     @property
     def is_running(self) -> bool:
@@ -499,13 +562,32 @@ class StreamsApp:
         store also ``fetch(key, time_from, time_to)`` and ``fetch_all``, a session store
         ``fetch(key)`` and ``find_sessions``). Raises
         :class:`ApplicationFailedError` once the query has died: a dead application must not
-        look like an empty one."""
+        look like an empty one.
+
+        Until the first micro-batch is served (:attr:`is_ready`) the store holds no state and
+        every key reads as absent: :meth:`wait_until_ready` waits for it (the HTTP API answers
+        503 "no state yet" until then). A view taken before then, e.g. at start, reads the state
+        once it is there.
+
+        >>> app.start().wait_until_ready(timeout=120)                   # doctest: +SKIP
+        >>> app.store("counts-store").get("kafka")                      # doctest: +SKIP
+        3
+        """
         self.raise_if_failed()
         spec = self.topology.stores.get(name)
         if spec is None or not spec.queryable:
             queryable = sorted(s for s, v in self.topology.stores.items() if v.queryable)
             raise KeyError(f"no queryable store named {name!r}; queryable stores: {queryable}")
         return self.serving.view(name, spec.kind)
+
+    def ready_store(self, name: str) -> QueryableStore:
+        """:meth:`store`, raising :class:`StoreNotReadyError` while the query runs but has
+        not served its first micro-batch: for readers (the HTTP API) that must not answer
+        "no such key" when there is no state yet."""
+        view = self.store(name)
+        if self.is_running and not self.is_ready:
+            raise StoreNotReadyError(self.application_id, name)
+        return view
 
     def raise_if_failed(self) -> None:
         """Raise :class:`ApplicationFailedError` if the query died of an error."""
@@ -516,7 +598,7 @@ class StreamsApp:
         query = self._query
         error = self._failure if query is None or query.isActive else query.exception()
         if error is not None:
-            raise ApplicationFailedError(self.application_id, str(error), self.log_file)
+            raise self._failed(error) from error
 
     def __enter__(self) -> StreamsApp:
         return self

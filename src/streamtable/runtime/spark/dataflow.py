@@ -30,6 +30,8 @@ from streamtable.runtime.spark.stage import (
     INPUT_FIELDS,
     KIND_INTERNAL,
     KIND_STORE,
+    ORIGIN_DDL,
+    ORIGIN_FIELDS,
     OUTPUT_DDL,
     PARTITION_RANGE,
     RECORD_DDL,
@@ -40,10 +42,14 @@ from streamtable.topology.graph import Topology
 log = logging.getLogger(__name__)
 
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
+ORIGIN_COLUMNS = [name for name, _ in ORIGIN_FIELDS]
 INPUT_COLUMNS = [name for name, _ in INPUT_FIELDS]
+# the columns a record of an input topic leaves empty (it is its own origin)
+_ORIGIN_NULLS = [("origin_topic", "string"), ("origin_partition", "int"),
+                 ("origin_offset", "long")]
 # the record columns an offset range leaves empty, with their Spark types
 _RANGE_NULLS = [("timestamp", "long"), ("key", "binary"), ("value", "binary"),
-                ("headers", "array<struct<key:string,value:binary>>")]
+                ("headers", "array<struct<key:string,value:binary>>"), *_ORIGIN_NULLS]
 
 # a stage's (or a global table's) mapInArrow function, given its sub-topology, its stage plan,
 # whether its tasks get their Kafka partition's records in offset order (``streamed``) and,
@@ -180,7 +186,8 @@ def record_source(df: Any) -> Any:
     """A DataFrame of records (the Kafka source's columns) as stage input rows."""
     from pyspark.sql import functions as F
 
-    return df.select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"))
+    return df.select(*RECORD_COLUMNS, *[F.lit(None).cast(t).alias(c) for c, t in _ORIGIN_NULLS],
+                     F.lit(None).cast("long").alias("_end"))
 
 
 def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactory, *,
@@ -212,7 +219,8 @@ def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactor
                        & F.col("topic").isin(stage.internal_inputs))
                 .withColumn("_route", F.coalesce(
                     F.col("route"), F.expr(f"pmod(hash(key), {stage.partitions})")))
-                .select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"), "_route")
+                .select(*RECORD_COLUMNS, *ORIGIN_COLUMNS, F.lit(None).cast("long").alias("_end"),
+                        "_route")
             )
         if stage.punctuates:
             parts.append(heartbeats(source.sparkSession, stage.partitions))
@@ -249,4 +257,4 @@ def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactor
 def heartbeats(spark: Any, tasks: int) -> Any:
     """One row without a topic per task (``_route``), so that each task of a stage runs."""
     return spark.createDataFrame([(None,) * len(INPUT_COLUMNS) + (t,) for t in range(tasks)],
-                                 f"{RECORD_DDL}, _end bigint, _route int")
+                                 f"{RECORD_DDL}, {ORIGIN_DDL}, _end bigint, _route int")

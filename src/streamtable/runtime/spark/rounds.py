@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from streamtable.runtime.spark.dataflow import (
     INPUT_COLUMNS,
+    ORIGIN_COLUMNS,
     RECORD_COLUMNS,
     RunnerFactory,
     heartbeats,
@@ -40,6 +41,7 @@ from streamtable.runtime.spark.plan import QueryPlan, StagePlan
 from streamtable.runtime.spark.stage import (
     KIND_INTERNAL,
     KIND_STORE,
+    ORIGIN_DDL,
     OUTPUT_DDL,
     OUTPUT_SCHEMA,
 )
@@ -49,7 +51,7 @@ log = logging.getLogger(__name__)
 
 _INTERNAL_DDL = (
     "topic string, partition int, offset bigint, timestamp bigint, key binary, value binary, "
-    "headers array<struct<key:string,value:binary>>, route int"
+    f"headers array<struct<key:string,value:binary>>, route int, {ORIGIN_DDL}"
 )
 
 
@@ -110,10 +112,12 @@ def _run_stage(spark: Any, source: Any, plan: QueryPlan, stage: StagePlan,
                      .withColumn("_route", F.col("partition")))
     rows = pa.concat_tables(held) if held else None
     if rows is not None and rows.num_rows:
-        frame = spark.createDataFrame(rows.select([*RECORD_COLUMNS, "route"]), _INTERNAL_DDL)
+        frame = spark.createDataFrame(rows.select([*RECORD_COLUMNS, "route", *ORIGIN_COLUMNS]),
+                                      _INTERNAL_DDL)
         parts.append(frame.withColumn("_route", F.coalesce(
             F.col("route"), F.expr(f"pmod(hash(key), {stage.partitions})")))
-            .select(*RECORD_COLUMNS, F.lit(None).cast("long").alias("_end"), "_route"))
+            .select(*RECORD_COLUMNS, *ORIGIN_COLUMNS, F.lit(None).cast("long").alias("_end"),
+                    "_route"))
     if round_ == 0 and stage.punctuates:
         parts.append(heartbeats(spark, stage.partitions))
     if not parts:

@@ -16,6 +16,11 @@ the heartbeat is not a record. After its records (stream-time punctuation follow
 the test driver) the task fires the wall-clock punctuations due at ``wall_clock_ms``, the
 batch's time as the driver recorded it with the batch id: a replay punctuates the same way.
 
+A row for a repartition topic carries the position of the input record it came from
+(``ORIGIN_FIELDS``, made when rows become a record batch, see ``_Collector``); a later stage
+finds it in its input rows only when it needs it (``InputOrigins``): an error there names the
+input record, and a repartition topic, which exists only inside the batch, never.
+
 A runner built once for every micro-batch of a query (``batch_id=None``) learns its batch from
 the batch context the driver sets on the Spark job (:func:`batch_context`, a local property
 tasks receive): the batch id, its wall-clock time and the offset range of each Kafka partition.
@@ -39,9 +44,10 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from streamtable.config import StreamsConfig
 from streamtable.engine.batch import BatchResult, Records, run_task_batch
 from streamtable.engine.ports import OutputWriter, TaskStatePersistence
+from streamtable.engine.task import OriginFinder, origin_of
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
-from streamtable.records import Headers, OutputRecord, RawRecord, RecordRun
+from streamtable.records import Headers, Origin, OutputRecord, RawRecord, RecordRun
 from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
@@ -67,15 +73,24 @@ RECORD_DDL = (
     "topic string, partition int, offset bigint, timestamp bigint, key binary, value binary, "
     "headers array<struct<key:string,value:binary>>"
 )
+# A record of a repartition topic carries the position of the input record it came from
+# (``RawRecord.origin``), null for any other row: an error downstream names that record.
+ORIGIN_FIELDS = [
+    ("origin_topic", pa.string()),
+    ("origin_partition", pa.int32()),
+    ("origin_offset", pa.int64()),
+]
+ORIGIN_DDL = "origin_topic string, origin_partition int, origin_offset bigint"
 # route: for a record to a repartition topic, the task that must receive it when its sink chose
 # one (co-partitioning with an external topic); otherwise the key's hash decides.
 # A stage's input: records, and offset ranges of Kafka partitions for the task to read itself
 # (``offset`` = the first offset, ``_end`` = the end, exclusive; null for a record).
-INPUT_FIELDS = RECORD_FIELDS + [("_end", pa.int64())]
-OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS + [("route", pa.int32())])
+INPUT_FIELDS = RECORD_FIELDS + ORIGIN_FIELDS + [("_end", pa.int64())]
+OUTPUT_SCHEMA = pa.schema([("kind", pa.int8())] + RECORD_FIELDS + [("route", pa.int32())]
+                          + ORIGIN_FIELDS)
 OUTPUT_DDL = (
     "kind tinyint, topic string, partition int, offset bigint, timestamp bigint, key binary, "
-    "value binary, headers array<struct<key:string,value:binary>>, route int"
+    f"value binary, headers array<struct<key:string,value:binary>>, route int, {ORIGIN_DDL}"
 )
 
 # ``offset`` and ``_end`` of an input row that stands for "this partition's range of the batch,
@@ -140,6 +155,16 @@ class _Collector:
         self.task_id = task_id
         # (kind, topic, partition, offset, timestamp, key, value, headers, route)
         self.rows: list[tuple[Any, ...]] = []
+        # The origin of rows for repartition topics (ORIGIN_FIELDS) is made when rows become a
+        # record batch, from where the input record behind them changes: (index in ``rows``,
+        # that record); a record sent without a task has none. A record usually sends one row
+        # or several in a row, so this costs a comparison per row, not an origin. Marks are
+        # at increasing rows: as many marks as rows means a mark per row.
+        self._marks: list[tuple[int, RawRecord | None]] = []
+        self._cause: RawRecord | None = None
+        self._task: Any = None  # the task collected for (bind), whose input record is read
+        # the origins of this task's input records of repartition topics (set by the stage)
+        self.find_origin: OriginFinder | None = None
         self.batches: list[pa.RecordBatch] = []
         self._count = 0  # rows so far: the next row's offset
         self.output = output
@@ -154,12 +179,78 @@ class _Collector:
         self.rows.append(row)
         self._count += 1
         if len(self.rows) >= ROW_CHUNK:
-            self.batches.append(_to_batch(self.rows))
-            self.rows = []
+            self._batch_rows()
+
+    def _batch_rows(self) -> None:
+        self.batches.append(_to_batch(self.rows, self._origins()))
+        self.rows = []
+        # the record behind the last rows may send more: it goes on at the next chunk's start
+        self._marks = [(0, self._cause)] if self._marks else []
+
+    def bind(self, task: Any) -> None:
+        """Collect for ``task`` (see ``RecordCollector``): rows for repartition topics keep
+        the origin of its input record being processed."""
+        self._task = task
+
+    def _origins(self) -> list[pa.Array] | None:
+        """The ORIGIN_FIELDS columns of ``rows`` (None: no row has one)."""
+        marks = self._marks
+        if not marks:
+            return None
+        n = len(self.rows)
+        if len(marks) == n and (columns := _positions([c for _, c in marks],
+                                                      self.internal)) is not None:
+            # a row per input record of an input topic, the usual case: columns at once
+            return [pa.array(column, kind) for column, (_, kind) in zip(columns, ORIGIN_FIELDS,
+                                                                         strict=True)]
+        ends: list[int] = []
+        values: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+        if marks[0][0]:  # rows sent before the task processed anything
+            ends.append(marks[0][0])
+            for column in values:
+                column.append(None)
+        topics, partitions, offsets = values
+        internal, find = self.internal, self.find_origin
+        for (start, cause), end in zip(marks, [m[0] for m in marks[1:]] + [n], strict=True):
+            if end == start:
+                continue
+            ends.append(end)
+            if cause is not None and cause.origin is None and cause.topic not in internal:
+                topics.append(cause.topic)  # the common case, spelled out: once per record
+                partitions.append(cause.partition)
+                offsets.append(cause.offset)
+            else:
+                t, p, o = origin_of(cause, internal, find)
+                topics.append(t)
+                partitions.append(p)
+                offsets.append(o)
+        if len(ends) * 4 <= n:  # runs of rows with one origin: decoded in Arrow
+            run_ends = pa.array(ends, pa.int32())
+            return [pa.compute.run_end_decode(pa.RunEndEncodedArray.from_arrays(
+                run_ends, pa.array(column, kind))) for column, (_, kind) in zip(
+                    values, ORIGIN_FIELDS, strict=True)]
+        if len(ends) < n:  # a few rows share their origin: repeated here
+            lengths = [b - a for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+            for i, column in enumerate(values):
+                flat: list[Any] = []
+                for value, k in zip(column, lengths, strict=True):
+                    flat += [value] * k
+                values[i][:] = flat
+        return [pa.array(column, kind) for column, (_, kind) in zip(values, ORIGIN_FIELDS,
+                                                                     strict=True)]
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers, partition: int | None) -> None:
         if topic in self.internal:
+            cause = None if self._task is None else self._task.current_raw
+            marks = self._marks
+            if cause is not self._cause or not marks:
+                row = len(self.rows)
+                if marks and marks[-1][0] == row:  # the last mark has no row: replaced
+                    marks[-1] = (row, cause)
+                else:
+                    marks.append((row, cause))
+                self._cause = cause
             hs = [{"key": k, "value": v} for k, v in headers] if headers else None
             self._row((KIND_INTERNAL, topic, self.task_id, self._count, timestamp,
                        key, value, hs, partition))
@@ -195,20 +286,35 @@ class _Collector:
     def to_batches(self) -> list[pa.RecordBatch]:
         """Every row, as record batches (one empty batch when there is none)."""
         if self.rows or not self.batches:
-            self.batches.append(_to_batch(self.rows))
-            self.rows = []
+            self._batch_rows()
         return self.batches
 
 
-def _to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+def _positions(causes: list[RawRecord | None], internal: frozenset[str]
+               ) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """(topics, partitions, offsets) of ``causes`` when all are records of input topics (their
+    own origins), else None."""
+    if None in causes or any(type(c) is not RawRecord for c in causes):
+        return None
+    topics = list(map(_TOPIC, causes))
+    if not internal.isdisjoint(topics):
+        return None
+    return topics, list(map(_PARTITION, causes)), list(map(_OFFSET, causes))
+
+
+_TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attrgetter("offset")
+
+
+def _to_batch(rows: list[tuple[Any, ...]],
+              origins: list[pa.Array] | None = None) -> pa.RecordBatch:
+    """``rows`` (OUTPUT_SCHEMA without the ORIGIN_FIELDS) and their origins, as a batch."""
     if not rows:
         return pa.RecordBatch.from_pylist([], schema=OUTPUT_SCHEMA)
     columns = list(zip(*rows, strict=True))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(col, type=field.type) for col, field in zip(columns, OUTPUT_SCHEMA,
-                                                              strict=True)],
-        schema=OUTPUT_SCHEMA,
-    )
+    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, OUTPUT_SCHEMA,
+                                                                 strict=False)]
+    arrays += origins or [pa.nulls(len(rows), kind) for _, kind in ORIGIN_FIELDS]
+    return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 
 def table_headers(table: pa.Table) -> list[Headers]:
@@ -232,6 +338,42 @@ def table_records(table: pa.Table) -> list[RawRecord]:
             table_headers(table), strict=True,
         )
     ]
+
+
+class InputOrigins:
+    """The origins of a task's input records of repartition topics, found in its input rows
+    (``ORIGIN_FIELDS``) by position only when asked: when the task sends a record on to
+    another repartition, or names an input record in an error. Records are made without
+    them, so the record path pays nothing.
+
+    >>> rows = pa.table({"topic": ["app-r", "in"], "partition": [0, 0], "offset": [3, 9],
+    ...                  "origin_topic": ["in", None], "origin_partition": [1, None],
+    ...                  "origin_offset": [42, None]})
+    >>> InputOrigins(rows, frozenset({"app-r"}))(RawRecord("app-r", 0, 3, 0, None, None))
+    ('in', 1, 42)
+    """
+
+    def __init__(self, table: pa.Table, internal_topics: frozenset[str]) -> None:
+        self._table = table
+        self._internal = internal_topics
+        self._found: dict[tuple[str, int, int], Origin] | None = None
+
+    def __call__(self, raw: RawRecord) -> Origin | None:
+        if self._found is None:
+            self._found = self._index()
+        return self._found.get((raw.topic, raw.partition, raw.offset))
+
+    def _index(self) -> dict[tuple[str, int, int], Origin]:
+        table = self._table
+        if "origin_offset" not in table.column_names:
+            return {}
+        rows = table.filter(pa.compute.is_in(table.column("topic"),
+                                             pa.array(sorted(self._internal), pa.string())))
+        rows = rows.filter(pa.compute.is_valid(rows.column("origin_offset")))
+        return {(t, p, o): (ot, op, oo) for t, p, o, ot, op, oo in zip(
+            *(rows.column(c).to_pylist() for c in (
+                "topic", "partition", "offset", "origin_topic", "origin_partition",
+                "origin_offset")), strict=True)}
 
 
 class StageRunner:
@@ -326,8 +468,10 @@ class StageRunner:
         if pa.compute.min(routes).as_py() != task_id or pa.compute.max(routes).as_py() != task_id:
             raise RuntimeError(f"stage {self.subtopology}: a Spark partition holds several tasks")
         table = table.drop_columns(["_route"])
-        if "_end" not in table.column_names:  # records only
-            table = table.append_column("_end", pa.nulls(table.num_rows, pa.int64()))
+        for name, kind in ORIGIN_FIELDS + [("_end", pa.int64())]:
+            if name not in table.column_names:  # records of input topics only
+                table = table.append_column(name, pa.nulls(table.num_rows, kind))
+        table = table.select([name for name, _ in INPUT_FIELDS])
         if table.column("topic").null_count:  # heartbeats make the task run; not records
             table = table.filter(pa.compute.is_valid(table.column("topic")))
         return table.cast(_input_schema())
@@ -428,11 +572,14 @@ class StageRunner:
 
     def run(self, task_id: int, table: pa.Table) -> list[pa.RecordBatch]:
         """Run the task over all of its records of this batch, in partition-group order."""
-        return self._run_batch(task_id, lambda ordering: ordering.merge(self._runs(table)))
+        return self._run_batch(task_id, lambda ordering: ordering.merge(self._runs(table)),
+                               table)
 
-    def _run_batch(self, task_id: int, records: Records) -> list[pa.RecordBatch]:
+    def _run_batch(self, task_id: int, records: Records,
+                   table: pa.Table | None = None) -> list[pa.RecordBatch]:
         """Run the task's batch through the batch host, then hand its results on: records for
-        external topics to a distributed writer, store changes and the rest as output rows."""
+        external topics to a distributed writer, store changes and the rest as output rows.
+        ``table``: the input rows, where the origins of records of repartition topics are."""
         assert self.batch_id is not None
         config = StreamsConfig(self.config)
         topology, wiring = _topology(self.topology_blob, config)
@@ -440,6 +587,8 @@ class StageRunner:
         writer = f"{self.subtopology}-{task_id}" + (f"-r{self.round}" if self.round else "")
         collector = _Collector(wiring.internal_topics, task_id, self.output, self.batch_id,
                                writer)
+        if table is not None:
+            collector.find_origin = InputOrigins(table, wiring.internal_topics)
         memory = TaskMemory()
         result = run_task_batch(topology, wiring, self.subtopology, task_id, self.batch_id,
                                 config=config, persistence=self.persistence,

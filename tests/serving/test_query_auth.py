@@ -99,3 +99,40 @@ def test_cli_serve_off_loopback_without_a_token_is_one_clear_line(tmp_path, monk
     lines = done.stderr.strip().splitlines()
     assert lines[-1].startswith("streamtable: the query server on 0.0.0.0"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_cli_serve_says_no_state_yet_until_the_application_has_run(tmp_path):
+    """``serve`` holds no state of its own: before the application's first batch a key is
+    not absent, there is nothing yet (503, as the running application's API answers)."""
+    import time
+
+    from streamtable.config import StreamsConfig
+    from streamtable.serving import configured_serving_store
+    from streamtable.serving.codec import encode_key, encode_value
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamtable.cli", "serve", "examples/word_count/app.py",
+         "--state-dir", str(tmp_path), "--http-port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/stores/counts-store/keys/kafka"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                before = httpx.get(url)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+                time.sleep(0.2)
+        assert before.status_code == 503 and "no state yet" in before.json()["detail"]
+        config = StreamsConfig({"application.id": "wordcount",
+                                "state.dir": str(tmp_path)})
+        serving = configured_serving_store(config)
+        serving.apply(0, [("counts-store", encode_key("kafka"), encode_value((3, 0)), 0)])
+        assert httpx.get(url).json()["value"] == 3
+        absent = httpx.get(url.replace("kafka", "absent"))
+        assert absent.status_code == 404 and "no key" in absent.json()["detail"]
+    finally:
+        proc.terminate()
+        proc.wait(30)

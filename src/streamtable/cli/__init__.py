@@ -287,6 +287,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Answer interactive queries over HTTP from the serving store, without running the
     application: such processes hold no state, any number can share one serving store."""
+    from streamtable.errors import StoreNotReadyError
     from streamtable.serving.http import QueryServer, create_query_api
 
     module = load_app(args.app)
@@ -296,6 +297,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serving = configured_serving_store(config)
 
     def views(name: str) -> StoreView:
+        # before the application's first batch an absent key is no answer: 503 "no state yet"
+        if serving.last_batch() < 0:
+            raise StoreNotReadyError(config.application_id, name)
         # the views are StoreViews; create_query_api's hint names that class
         return cast("StoreView", serving.view(name, topology.stores[name].kind))
 

@@ -270,8 +270,13 @@ class _NonMergingWindowedKStream(_WindowedKStream[W]):
         return self._windowed(
             materialized, self._prefix,
             lambda s, r: operator(s, windows, initializer, aggregator, r), named,
-            windows.grace + self._final_after_grace,
+            self._grace_ms() + self._final_after_grace,
         )
+
+    def _grace_ms(self) -> int:
+        """The windows' grace period."""
+        grace: int = self._windows.grace
+        return grace
 
 
 class TimeWindowedKStream(_NonMergingWindowedKStream[TimeWindows]):
@@ -282,33 +287,17 @@ class TimeWindowedKStream(_NonMergingWindowedKStream[TimeWindows]):
     _final_after_grace = 0
 
 
-class CustomWindowedKStream(_WindowedKStream[Any]):
+class CustomWindowedKStream(_NonMergingWindowedKStream[Any]):
     """A grouped stream with custom windows (a :class:`~streamtable.windowing.Windows`
     subclass): ``count``, ``reduce``, ``aggregate`` per window the windows give a record."""
 
     _prefix = "KSTREAM-WINDOWED-AGGREGATE"
+    _operator = CustomWindowedAggregate
+    _final_after_grace = 0
 
-    def count(self, materialized: Materialized | str | None = None, *,
-              named: str | None = None) -> KTable:
-        """The number of records per window."""
-        return self.aggregate(_zero, _count_one, materialized, named=named)
-
-    def reduce(self, reducer: Callable[[Any, Any], Any],
-               materialized: Materialized | str | None = None, *,
-               named: str | None = None) -> KTable:
-        """``reducer(aggregate, value)`` per window, from the window's first value."""
-        return self.aggregate(_first, _reducing(reducer), materialized, named=named)
-
-    def aggregate(self, initializer: Callable[[], Any],
-                  aggregator: Callable[[Any, Any, Any], Any],
-                  materialized: Materialized | str | None = None, *,
-                  named: str | None = None) -> KTable:
-        """``aggregator(key, value, aggregate)`` from ``initializer()`` per window."""
+    def _grace_ms(self) -> int:
         windows: Windows = self._windows
-        return self._windowed(
-            materialized, self._prefix,
-            lambda s, r: CustomWindowedAggregate(s, windows, initializer, aggregator, r),
-            named, windows.grace_period_ms())
+        return windows.grace_period_ms()
 
 
 class SlidingWindowedKStream(_NonMergingWindowedKStream[SlidingWindows]):

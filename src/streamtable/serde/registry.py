@@ -198,7 +198,30 @@ class RegistrySerde(Serde):
                 f"subject=<topic>-{role})")
 
 
-class AvroSerde(RegistrySerde):
+class _SchemaSerde(RegistrySerde):
+    """A serde given its schema as text (Avro, JSON Schema): text, a dict, or a ``Path``;
+    without one, records are written with the subject's latest registered schema and read
+    with the writer's."""
+
+    def __init__(self, schema: str | Mapping[str, Any] | Path | None,
+                 schema_registry: str | Mapping[str, Any], *, is_key: bool | None = None,
+                 conf: Mapping[str, Any] | None = None) -> None:
+        super().__init__(schema_registry, is_key=is_key, conf=conf)
+        self.schema = _schema_text(schema)
+        if self.schema is not None:
+            json.loads(self.schema)  # an error now names the schema, not a record
+
+    def _serializer_conf(self) -> dict[str, Any]:
+        """The serializer's settings: without a schema, the subject's latest, registering
+        nothing."""
+        conf = dict(self.conf)
+        if self.schema is None:
+            conf.setdefault("auto.register.schemas", False)
+            conf.setdefault("use.latest.version", True)
+        return conf
+
+
+class AvroSerde(_SchemaSerde):
     """Avro through ``AvroSerializer`` and ``AvroDeserializer``.
 
     ``schema`` (Avro JSON: text, a dict, or a ``Path`` to a ``.avsc`` file) is registered and
@@ -212,22 +235,10 @@ class AvroSerde(RegistrySerde):
 
     name = "avro"
 
-    def __init__(self, schema: str | Mapping[str, Any] | Path | None,
-                 schema_registry: str | Mapping[str, Any], *, is_key: bool | None = None,
-                 conf: Mapping[str, Any] | None = None) -> None:
-        super().__init__(schema_registry, is_key=is_key, conf=conf)
-        self.schema = _schema_text(schema)
-        if self.schema is not None:
-            json.loads(self.schema)  # an error now names the schema, not a record
-
     def _make_serializer(self) -> Any:
         from confluent_kafka.schema_registry.avro import AvroSerializer
 
-        conf = dict(self.conf)
-        if self.schema is None:
-            conf.setdefault("auto.register.schemas", False)
-            conf.setdefault("use.latest.version", True)
-        return AvroSerializer(self.client, self.schema, conf=conf)
+        return AvroSerializer(self.client, self.schema, conf=self._serializer_conf())
 
     def _make_deserializer(self) -> Any:
         from confluent_kafka.schema_registry.avro import AvroDeserializer
@@ -235,7 +246,7 @@ class AvroSerde(RegistrySerde):
         return AvroDeserializer(self.client, self.schema, conf=self._deserializer_conf())
 
 
-class JsonSchemaSerde(RegistrySerde):
+class JsonSchemaSerde(_SchemaSerde):
     """JSON Schema through ``JSONSerializer`` and ``JSONDeserializer``: values are checked
     against the schema when written and when read.
 
@@ -249,22 +260,10 @@ class JsonSchemaSerde(RegistrySerde):
 
     name = "json-schema"
 
-    def __init__(self, schema: str | Mapping[str, Any] | Path | None,
-                 schema_registry: str | Mapping[str, Any], *, is_key: bool | None = None,
-                 conf: Mapping[str, Any] | None = None) -> None:
-        super().__init__(schema_registry, is_key=is_key, conf=conf)
-        self.schema = _schema_text(schema)
-        if self.schema is not None:
-            json.loads(self.schema)
-
     def _make_serializer(self) -> Any:
         from confluent_kafka.schema_registry.json_schema import JSONSerializer
 
-        conf = dict(self.conf)
-        if self.schema is None:
-            conf.setdefault("auto.register.schemas", False)
-            conf.setdefault("use.latest.version", True)
-        return JSONSerializer(self.schema, self.client, conf=conf)
+        return JSONSerializer(self.schema, self.client, conf=self._serializer_conf())
 
     def _make_deserializer(self) -> Any:
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer

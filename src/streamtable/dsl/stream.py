@@ -427,7 +427,7 @@ class KStream:
         node = self._node
         if self._repartition_required:
             node = b.repartition(node, b.new_name("KSTREAM-TOTABLE-REPARTITION"))
-        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE")
+        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE", [node])
         name = b.new_name("KSTREAM-TOTABLE", named)
         store_name = store.name
         b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])

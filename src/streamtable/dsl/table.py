@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from streamtable.dsl.builder import StreamsBuilder, with_key
+from streamtable.dsl.builder import StreamsBuilder, params_text, with_key
 from streamtable.dsl.materialized import Materialized
 from streamtable.processors import table as tp
 from streamtable.serde import Serde
@@ -53,7 +53,7 @@ class KTable:
         b = self._builder
         store = None
         if materialized is not None:
-            store = b.add_store(materialized, f"{prefix}-STATE-STORE").name
+            store = b.add_store(materialized, f"{prefix}-STATE-STORE", [self._node]).name
         name = b.new_name(prefix, named)
         b.add_node(name, lambda: make(store), [self._node], stores=[store] if store else [])
         return KTable(b, name, store)
@@ -142,7 +142,10 @@ class KTable:
                 "windowed_by(...) aggregation")
         b = self._builder
         name = b.new_name("KTABLE-SUPPRESS", named)
-        store = b.add_store(None, f"{name}-STATE-STORE").name
+        # named after the node before stable names: <node>-STATE-STORE-<counter>
+        store = b.add_store(None, f"{named or 'KTABLE-SUPPRESS'}-STATE-STORE", [self._node],
+                            legacy_prefix=f"{name}-STATE-STORE").name
+        b._stores[store].params = params_text(suppressed, grace)
         if limit is not None:
             b.add_node(name, lambda: SuppressUntilTimeLimit(store, limit, buffer), [self._node],
                        stores=[store])
@@ -270,7 +273,8 @@ class KTable:
                    [other._node], stores=[left_store])
         store = None
         if materialized is not None:
-            store = b.add_store(materialized, f"{prefix}-STATE-STORE").name
+            store = b.add_store(materialized, f"{prefix}-STATE-STORE",
+                                [this_side, other_side]).name
         merge = b.new_name("KTABLE-MERGE", named)
         b.add_node(merge, lambda: TableJoinMerge(store), [this_side, other_side],
                    stores=[store] if store else [])
@@ -290,7 +294,8 @@ class KTable:
                 "pass materialized= to the operator that created it"
             )
         b = self._builder
-        result = b.add_store(materialized, "KTABLE-FK-JOIN-OUTPUT-STATE-STORE")
+        both = [self._node, other._node]
+        result = b.add_store(materialized, "KTABLE-FK-JOIN-OUTPUT-STATE-STORE", both)
         base = named or result.name
         sub_topic = f"{base}-subscription-registration"
         mirror_topic = f"{base}-subscription-mirror"
@@ -316,7 +321,7 @@ class KTable:
         b.add_node(mirror_sink, lambda: SinkProcessor(mirror_topic, None, None), [send],
                    kind=NodeKind.SINK, topics=[mirror_topic])
 
-        subs = b.add_store(None, "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE").name
+        subs = b.add_store(None, "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE", both).name
         b._stores[subs].logging = True
         sub_source = b.add_source([sub_topic], None, None, internal=True)
         receive = b.new_name("KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR")
@@ -328,7 +333,7 @@ class KTable:
         b.add_node(response_sink, lambda: SinkProcessor(response_topic, None, None),
                    [receive, change], kind=NodeKind.SINK, topics=[response_topic])
 
-        mirror = b.add_store(None, "KTABLE-FK-JOIN-MIRROR-STATE-STORE").name
+        mirror = b.add_store(None, "KTABLE-FK-JOIN-MIRROR-STATE-STORE", both).name
         mirror_source = b.add_source([mirror_topic], None, None, internal=True)
         # a batch's left values before the answers about them (see processors.fk_join)
         b._nodes[mirror_source].options["process_first"] = True

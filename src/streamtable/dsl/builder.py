@@ -195,10 +195,15 @@ class StreamsBuilder:
         kind: NodeKind = NodeKind.PROCESSOR,
         stores: Iterable[str] = (),
         topics: Iterable[str] = (),
+        reads: Iterable[str] = (),
     ) -> Node:
+        """Add a node; ``reads``: those of its ``stores`` it only reads (a join's look-ups), so
+        that a store's meaning is what its writers make of their inputs."""
         node = Node(name, kind, factory, list(parents), [], list(stores), list(topics))
         node.options.update(_declaration())
         node.options["op"] = self._ops.get(name, "")
+        if reads:
+            node.options["reads"] = list(reads)
         for p in node.parents:
             self._nodes[p].children.append(name)
         self._nodes[name] = node

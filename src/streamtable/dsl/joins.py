@@ -131,10 +131,10 @@ def join_streams(this: KStream, other: KStream, joiner: Callable[[Any, Any], Any
                stores=[other_store])
     b.add_node(join_this, lambda: StreamStreamJoin(True, other_store, outer_store, windows,
                                                    joiner, left_outer),
-               [this_windowed], stores=[other_store, *held])
+               [this_windowed], stores=[other_store, *held], reads=[other_store])
     b.add_node(join_other, lambda: StreamStreamJoin(False, this_store, outer_store, windows,
                                                     joiner, right_outer),
-               [other_windowed], stores=[this_store, *held])
+               [other_windowed], stores=[this_store, *held], reads=[this_store])
     b.add_node(merge, PassThrough, [join_this, join_other])
     return KStream(b, merge)
 

@@ -476,7 +476,8 @@ def _join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any
         node = repartitioned_like(stream, "KSTREAM-JOIN-REPARTITION", table._node)
     name = b.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN", named)
     store = table._store
-    b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store])
+    b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store],
+               reads=[store])
     return KStream(b, name)
 
 

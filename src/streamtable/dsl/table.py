@@ -268,9 +268,9 @@ class KTable:
         this_side = b.new_name(f"{prefix}-THIS")
         other_side = b.new_name(f"{prefix}-OTHER")
         b.add_node(this_side, lambda: TableTableJoin(right_store, joiner, mode, this_side=True),
-                   [self._node], stores=[right_store])
+                   [self._node], stores=[right_store], reads=[right_store])
         b.add_node(other_side, lambda: TableTableJoin(left_store, joiner, mode, this_side=False),
-                   [other._node], stores=[left_store])
+                   [other._node], stores=[left_store], reads=[left_store])
         store = None
         if materialized is not None:
             store = b.add_store(materialized, f"{prefix}-STATE-STORE",
@@ -326,9 +326,10 @@ class KTable:
         sub_source = b.add_source([sub_topic], None, None, internal=True)
         receive = b.new_name("KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR")
         b.add_node(receive, lambda: fk.SubscriptionReceive(subs, right_store), [sub_source],
-                   stores=[subs, right_store])
+                   stores=[subs, right_store], reads=[right_store])
         change = b.new_name("KTABLE-FK-JOIN-FOREIGN-CHANGE")
-        b.add_node(change, lambda: fk.ForeignTableChange(subs), [other._node], stores=[subs])
+        b.add_node(change, lambda: fk.ForeignTableChange(subs), [other._node], stores=[subs],
+                   reads=[subs])
         response_sink = b.new_name("KTABLE-SINK")
         b.add_node(response_sink, lambda: SinkProcessor(response_topic, None, None),
                    [receive, change], kind=NodeKind.SINK, topics=[response_topic])
@@ -343,7 +344,7 @@ class KTable:
         out = b.new_name("KTABLE-FK-JOIN-OUTPUT")
         result_name = result.name
         b.add_node(out, lambda: fk.ResponseJoin(mirror, result_name, joiner, left_join),
-                   [response_source], stores=[mirror, result_name])
+                   [response_source], stores=[mirror, result_name], reads=[mirror])
         # one operation to the reader: diagrams draw these nodes as one box per sub-topology
         for node in (send, sub_sink, mirror_sink, sub_source, receive, change, response_sink,
                      mirror_source, mirror_node, response_source, out):

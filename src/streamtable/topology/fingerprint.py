@@ -26,11 +26,17 @@ from typing import Any
 
 from streamtable.errors import TopologyError
 from streamtable.topology.graph import Topology
+from streamtable.topology.signature import (
+    output_signatures,
+    output_stores,
+    store_spec_signature,
+    upstream_signatures,
+)
 
 log = logging.getLogger(__name__)
 
 __all__ = ["TopologyChangedError", "check_topology_unchanged", "fingerprint_diff",
-           "topology_fingerprint"]
+           "legacy_fingerprint", "topology_fingerprint"]
 
 
 class TopologyChangedError(TopologyError):
@@ -43,8 +49,56 @@ class TopologyChangedError(TopologyError):
 INTERNAL_KEYS = "marshal-2"
 
 
+#: the format of the fingerprint written now: ``state`` (per store: kind, spec and upstream
+#: digests, sub-topology, legacy name) and ``outputs`` (per output topic: its digest) beside the
+#: shape of format 1 (kept as it was, so that either format reads the other's shape)
+FORMAT = 2
+
+
 def topology_fingerprint(topology: Topology) -> dict[str, Any]:
-    """A JSON-able description of the topology's shape (see the module doc)."""
+    """A JSON-able description of the topology's shape (see the module doc) and of what each
+    store and output means (:mod:`streamtable.topology.signature`)."""
+    upstream = upstream_signatures(topology)
+    outputs = output_signatures(topology)
+    sids = {s: st.id for st in topology.subtopologies + topology.global_subtopologies
+            for s in st.stores}
+    return {
+        **_shape(topology),
+        "format": FORMAT,
+        "state": {name: {"kind": spec.kind, "spec": store_spec_signature(spec),
+                         "upstream": upstream[name], "subtopology": sids.get(name),
+                         "queryable": spec.queryable, "legacy": spec.legacy_name}
+                  for name, spec in sorted(topology.stores.items())},
+        "outputs": dict(sorted(outputs.items())),
+        "output_stores": output_stores(topology),
+        "inputs": sorted(topology.source_topics + topology.global_topics),
+        # to read state written before stable store names (see topology.evolution)
+        "legacy_shape": legacy_fingerprint(topology),
+    }
+
+
+def legacy_fingerprint(topology: Topology) -> dict[str, Any]:
+    """The fingerprint streamtable wrote for ``topology`` before stable store names (format
+    1): its generated stores, and the internal topics named after them, under their counter
+    names."""
+    names = {n: spec.legacy_name for n, spec in topology.stores.items() if spec.legacy_name}
+
+    def topic(t: str) -> str:
+        for new, old in names.items():
+            if t.startswith(new):
+                return old + t[len(new):]
+        return t
+
+    shape = _shape(topology)
+    shape["stores"] = {names.get(n, n): kind for n, kind in shape["stores"].items()}
+    for st in shape["subtopologies"]:
+        for node in st["nodes"].values():
+            node["stores"] = [names.get(s, s) for s in node["stores"]]
+            node["topics"] = [topic(t) for t in node["topics"]]
+    return shape
+
+
+def _shape(topology: Topology) -> dict[str, Any]:
     routed = any(spec.internal for spec in topology.topics.values())
     return {
         **({"internal_keys": INTERNAL_KEYS} if routed else {}),

@@ -374,8 +374,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("describe", help="print an application's topology")
-    p.add_argument("app", help="path to the application file")
+    p = sub.add_parser("describe", help="print an application's topology, or what an upgrade "
+                                        "keeps (--diff)")
+    p.add_argument("app", nargs="?", help="path to the application file")
+    p.add_argument("--diff", nargs=2, metavar=("OLD", "NEW"),
+                   help="what deploying NEW over the state of OLD keeps, rebuilds and drops "
+                        "(exit code 1 when its start would be refused)")
     p.add_argument("--format", choices=("text", "mermaid", "dot"), default="text",
                    help="text (Kafka Streams' description, topics, serdes, stores), or a "
                         "Mermaid or Graphviz diagram")

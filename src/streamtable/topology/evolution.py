@@ -159,12 +159,12 @@ class UpgradePlan:
                 f"{self.refused_whole}")
         stores = self.refused
         names = " ".join(f"--store {s.name}" for s in stores)
-        what = "; ".join(f"store {s.name!r}: {s.reason}" for s in stores)
+        what = " and ".join(f"{s.name!r} ({s.reason})" for s in stores)
         return TopologyChangedError(
             f"the new version of {application_id} cannot keep the state of "
-            f"{'these stores' if len(stores) > 1 else 'store ' + repr(stores[0].name)} "
-            f"({what}): its entries were computed by the deployed version, and mixing them "
-            f"with the new version's would give wrong results. Run `streamtable reset "
+            f"{'stores' if len(stores) > 1 else 'store'} {what}: its entries were computed by "
+            f"the deployed version, and mixing them with the new version's would give wrong "
+            f"results. Run `streamtable reset "
             f"{app_file} {names}` to rebuild just {'them' if len(stores) > 1 else 'it'} from the "
             f"earliest offsets of {'their' if len(stores) > 1 else 'its'} input topics (the "
             f"other stores keep their state), or deploy the previous version again; "

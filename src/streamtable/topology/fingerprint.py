@@ -1,5 +1,6 @@
-"""The shape of a topology kept with a run, so that a restart with a changed topology is refused
-instead of reading state written for another one.
+"""The shape of a topology kept with a run's state, so that a restart with a changed topology
+keeps, builds or drops each store instead of reading state written for another topology (see
+:mod:`streamtable.topology.evolution`).
 
 What counts: the sub-topologies, their nodes (name, kind, topics, stores, parents) and the stores
 (name, kind). Functions inside the nodes do not: changing a mapper's body keeps the shape.
@@ -18,10 +19,7 @@ What counts: the sub-topologies, their nodes (name, kind, topics, stores, parent
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-from pathlib import Path
 from typing import Any
 
 from streamtable.errors import TopologyError
@@ -35,8 +33,8 @@ from streamtable.topology.signature import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TopologyChangedError", "check_topology_unchanged", "fingerprint_diff",
-           "legacy_fingerprint", "topology_fingerprint"]
+__all__ = ["TopologyChangedError", "fingerprint_diff", "legacy_fingerprint",
+           "topology_fingerprint"]
 
 
 class TopologyChangedError(TopologyError):
@@ -157,26 +155,3 @@ def fingerprint_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         changes.append(f"{len(old['subtopologies'])} sub-topologies became "
                        f"{len(new['subtopologies'])}")
     return changes
-
-
-def check_topology_unchanged(path: str | os.PathLike[str], topology: Topology,
-                             application_id: str) -> None:
-    """Compare ``topology`` with the fingerprint kept at ``path`` (written there on the first
-    start); raise :class:`TopologyChangedError` naming the changes if they differ."""
-    file = Path(path)
-    current = topology_fingerprint(topology)
-    if not file.exists():
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_name(f".{file.name}.tmp")
-        tmp.write_text(json.dumps(current, indent=1, sort_keys=True))
-        tmp.replace(file)
-        return
-    changes = fingerprint_diff(json.loads(file.read_text()), current)
-    if changes:
-        shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more"
-                                          if len(changes) > 8 else "")
-        raise TopologyChangedError(
-            f"the topology of {application_id} changed since its state was written ({shown}): "
-            f"its stores would mix state of two topologies. Run `streamtable reset` for the "
-            f"application (it reprocesses the input from the start) or restore the previous "
-            f"topology")

@@ -171,3 +171,30 @@ def test_a_store_whose_upstream_changed_is_refused_then_reset_store_rebuilds_it(
     ref = u["reference"]("v3", FIRST + SECOND)
     assert third.store("counts").to_dict() == ref.get_key_value_store("counts").to_dict()
     assert "a" not in third.store("counts").to_dict()  # rebuilt through the new filter
+
+
+def test_a_batch_the_deployed_version_planned_is_planned_again_unless_it_wrote_output(
+        upgrade_app):
+    """A stop (even Ctrl-C) can leave the next batch planned but not committed. The new version
+    plans it again when the deployed one wrote nothing of it, and refuses when it may have
+    written output, which only the deployed version can finish exactly once."""
+    u = upgrade_app
+    u["send"](FIRST)
+    first = u["app"]("v1")
+    first.run_until_caught_up(timeout=180)
+    offsets = first.checkpoint_dir / "query" / "offsets"
+    last = max(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+    (offsets / str(last + 1)).write_text((offsets / str(last)).read_text())  # planned, not run
+    u["send"](SECOND)
+    marker = f"{u['app_id']}/0-0/{last + 1:020d}.started"
+    sink = storage_at(f"{first.shared_location}/sink")
+    sink.write(marker, b"{}")  # a writer of the deployed version had started that batch
+    with pytest.raises(TopologyChangedError, match=rf"stopped inside batch {last + 1}.*"
+                                                   r"--until-caught-up"):
+        u["app"]("v2").start(available_now=True)
+    sink.delete(marker)
+    second = u["app"]("v2")
+    second.run_until_caught_up(timeout=300)
+    ref = u["reference"]("v2", FIRST + SECOND)
+    assert second.store("counts").to_dict() == ref.get_key_value_store("counts").to_dict()
+    assert second.store("by-length").to_dict() == ref.get_key_value_store("by-length").to_dict()

@@ -73,6 +73,36 @@ def pending_batch(checkpoint_dir: Path) -> int | None:
     return planned[-1] if planned and planned[-1] > last else None
 
 
+def _untouched(app: StreamsApp, old: dict[str, Any], batch: int) -> bool:
+    """Whether the deployed version wrote nothing of ``batch`` that outlives it: no output
+    record (no writer's ``started`` marker, see ``kafka/sink.py``) and no served change. Its
+    task state does not count: the upgrade reads the state after the batch before."""
+    if app.serving.last_batch() >= batch:
+        return False
+    from streamtable.kafka.sink import _safe_name
+
+    storage = storage_at(join(app.shared_location, "sink"))
+    writers = ["0"] + [f"{sid}-{task}" for sid, n in old.get("tasks", {}).items()
+                       for task in range(int(n))]
+    if not old.get("tasks"):
+        return False  # state from before task counts were kept: cannot tell
+    prefix = _safe_name(app.application_id)
+    return not any(storage.exists(f"{prefix}/{_safe_name(w)}/{batch:020d}.started")
+                   for w in writers)
+
+
+def _forget_planned(checkpoint_dir: Path, committed: int) -> None:
+    """Drop the query's plans of batches after ``committed`` (written by the deployed version,
+    which wrote nothing of them): the new version plans them again."""
+    offsets = checkpoint_dir / "query" / "offsets"
+    for batch in _batches(offsets):
+        if batch > committed:
+            for name in (str(batch), f".{batch}.crc"):
+                (offsets / name).unlink(missing_ok=True)
+            log.info("batch %d was planned by the deployed version, which stopped before "
+                     "writing any of it: the new version plans it again", batch)
+
+
 def read_fingerprint(app: StreamsApp) -> dict[str, Any] | None:
     """The fingerprint of the topology the current run's state was written for: with the
     state, or (written before) beside the query's checkpoint."""
@@ -122,7 +152,7 @@ def upgrade(app: StreamsApp) -> UpgradePlan | None:
             write_fingerprint(app.shared_location, new)
         return None
     pending = pending_batch(app.checkpoint_dir)
-    if pending is not None:
+    if pending is not None and not _untouched(app, old, pending):
         raise TopologyChangedError(
             f"{app.application_id} was stopped inside batch {pending} (its offsets are planned, "
             "its results not committed), and only the version that planned it can finish it "
@@ -131,6 +161,8 @@ def upgrade(app: StreamsApp) -> UpgradePlan | None:
             f"has caught up (`streamtable run {app.app_file} --until-caught-up` with that "
             "version's file), then this one; or run `streamtable reset` (the input is processed "
             "again from the start)")
+    if pending is not None:
+        _forget_planned(app.checkpoint_dir, committed)
     log.info("upgrading %s:\n%s", app.application_id,
              plan.text(str(app.config["upgrade.new.state.from"])).rstrip())
     _carry_over(app, plan, old, new, committed, rebuild)

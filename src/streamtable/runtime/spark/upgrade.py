@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 from streamtable.engine.task import punctuation_store
 from streamtable.engine.wiring import state_version, wire
-from streamtable.errors import TopologyError
 from streamtable.processors.stateless import Discard
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.state.persistence import FileTaskStatePersistence
@@ -349,12 +348,5 @@ def pruned(topology: Topology, stores: list[str], outputs: list[str],
             if reader is not None:
                 spec = replace(spec, partitions=tasks.get(reader.id, spec.partitions))
         topics[t] = spec
-    result = Topology(nodes, {s: topology.stores[s] for s in used_stores}, topics)
-    for st in result.subtopologies:
-        external = [t for t in st.source_topics if not result.topics[t].internal]
-        main = topology.subtopology_of_topic(st.source_topics[0]) if st.source_topics else None
-        if external and main is not None and tasks.get(main.id) is not None:
-            continue  # same input topics: same partitions
-        if main is None:
-            raise TopologyError(f"an upgrade's backfill could not place sub-topology {st.id}")
-    return result
+    # a sub-topology reading input topics has their partitions' tasks, as in the application
+    return Topology(nodes, {s: topology.stores[s] for s in used_stores}, topics)

@@ -167,6 +167,12 @@ SETTINGS: tuple[Setting, ...] = (
             "every third of this): a run killed on another host blocks a restart this long (on "
             "the same host, not at all), and a run taking over waits at most this long for the "
             "old one to stop.", False, _integer(1000)),
+    Setting("upgrade.new.state.from", "earliest", "earliest | latest",
+            "Where a store or output that a new version of the topology adds starts (see "
+            "docs/upgrading.md): earliest builds it from the input topics' earliest offsets "
+            "before the application goes on, as if the new version had always run; latest "
+            "starts it empty with the next records. The run flag is --new-state-from.", False,
+            _choice("earliest", "latest")),
     Setting("serving.url", None, "postgresql://... or a SQLite file path, or unset",
             "Where the queryable stores are served from (default: SQLite in state.dir).",
             False, _text(optional=True)),

@@ -427,7 +427,7 @@ class KStream:
         node = self._node
         if self._repartition_required:
             node = b.repartition(node, b.new_name("KSTREAM-TOTABLE-REPARTITION"))
-        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE")
+        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE", [node])
         name = b.new_name("KSTREAM-TOTABLE", named)
         store_name = store.name
         b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])
@@ -476,7 +476,8 @@ def _join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any
         node = repartitioned_like(stream, "KSTREAM-JOIN-REPARTITION", table._node)
     name = b.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN", named)
     store = table._store
-    b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store])
+    b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store],
+               reads=[store])
     return KStream(b, name)
 
 

@@ -27,6 +27,10 @@ class StoreSpec:
     window_size_ms: int | None = None
     retention_ms: int | None = None
     retain_duplicates: bool = False
+    # a generated name's name before stable names (a counter), to read state written then
+    legacy_name: str | None = None
+    # what else decides the meaning of the store's entries (its windows), as text
+    params: str | None = None
 
     def changelog_topic(self, application_id: str) -> str:
         return f"{application_id}-{self.name}-changelog"

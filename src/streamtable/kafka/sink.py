@@ -67,6 +67,7 @@ __all__ = [
     "HEADER_BATCH",
     "HEADER_SEQ",
     "SinkRecord",
+    "batch_started",
     "ProduceResult",
     "KafkaSinkError",
     "KafkaDeliveryError",
@@ -231,6 +232,13 @@ def _fields_of(row: Any) -> tuple[str, bytes | None, bytes | None, int | None, A
 
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"
+
+
+def batch_started(commit_dir: str | os.PathLike[str], app_id: str, writer_id: str,
+                  batch_id: int) -> bool:
+    """Whether writer ``writer_id`` of ``app_id`` started producing batch ``batch_id`` (its
+    ``started`` marker under ``commit_dir``): some of the batch's output may be in Kafka."""
+    return _Markers(commit_dir, app_id, writer_id).exists(batch_id, "started")
 
 
 class _Markers:

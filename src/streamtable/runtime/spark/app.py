@@ -438,18 +438,18 @@ class StreamsApp:
             # state written for another topology: kept, built, dropped or refused per store
             from streamtable.runtime.spark.upgrade import upgrade
 
+            plan = self.prepare()  # once per start: the upgrade and the query use it
             upgrade(self)
-            self._start_query(available_now)
+            self._start_query(plan, available_now)
         except BaseException:
             self._release_lease()
             raise
         return self
 
-    def _start_query(self, available_now: bool) -> None:
+    def _start_query(self, plan: QueryPlan, available_now: bool) -> None:
         from streamtable.runtime.spark.kafka_source import register
 
         spark = self.spark
-        plan = self.prepare()
         batches = self._micro_batches()
         self._warm_up = warm_up_python_workers(
             spark, max(s.partitions for s in plan.stages),

@@ -78,16 +78,14 @@ def _untouched(app: StreamsApp, old: dict[str, Any], batch: int) -> bool:
     task state does not count: the upgrade reads the state after the batch before."""
     if app.serving.last_batch() >= batch:
         return False
-    from streamtable.kafka.sink import _safe_name
+    from streamtable.kafka.sink import batch_started
 
-    storage = storage_at(join(app.shared_location, "sink"))
-    writers = ["0"] + [f"{sid}-{task}" for sid, n in old.get("tasks", {}).items()
-                       for task in range(int(n))]
     if not old.get("tasks"):
         return False  # state from before task counts were kept: cannot tell
-    prefix = _safe_name(app.application_id)
-    return not any(storage.exists(f"{prefix}/{_safe_name(w)}/{batch:020d}.started")
-                   for w in writers)
+    markers = join(app.shared_location, "sink")
+    writers = ["0"] + [f"{sid}-{task}" for sid, n in old.get("tasks", {}).items()
+                       for task in range(int(n))]
+    return not any(batch_started(markers, app.application_id, w, batch) for w in writers)
 
 
 def _forget_planned(checkpoint_dir: Path, committed: int) -> None:

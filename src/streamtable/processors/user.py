@@ -146,6 +146,73 @@ def store_view(spec: StoreSpec, store: Any, meta: Any, now: Any,
     return KeyValueStoreView(store, now)
 
 
+class RecordFunction(Processor):
+    """A processor made of one function of a record, for ``KStream.process(fn)`` and
+    ``KStream.process_values(fn)``: ``fn(record)`` returns the record to forward (a new one
+    made with ``with_value``, ``with_headers``...) or None to forward nothing. It is how a
+    one-line use of a record's headers or timestamp is written without a class.
+
+    >>> from streamtable import Record
+    >>> tag = RecordFunction(lambda r: r.with_headers(r.headers + (("seen", b"1"),)))
+    >>> tag.fn(Record("k", 1, 0)).headers
+    (('seen', b'1'),)
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def process(self, record: Record) -> None:
+        out = self.fn(record)
+        if out is None:
+            return
+        if not isinstance(out, Record):
+            raise TypeError(f"the function of processor {self.name!r} returned a "
+                            f"{type(out).__name__}: it returns a Record (record.with_value(...), "
+                            "record.with_headers(...)) or None to forward nothing")
+        self.context.forward(out)
+
+
+_NOT_PROCESSING = object()
+
+
+def fix_key(proc: Processor) -> None:
+    """Make ``proc`` a fixed-key processor (``KStream.process_values``, Kafka Streams'
+    ``FixedKeyProcessor``): while it processes a record, every record it forwards has that
+    record's key, so the stream needs no repartition downstream. A record of another key
+    stops the task with an error naming the processor."""
+    process = proc.process
+    proc._input_key = _NOT_PROCESSING  # type: ignore[attr-defined]
+
+    def process_fixed(record: Record) -> None:
+        proc._input_key = record.key  # type: ignore[attr-defined]
+        try:
+            process(record)
+        finally:
+            proc._input_key = _NOT_PROCESSING  # type: ignore[attr-defined]
+
+    forward = proc.forward
+
+    def forward_fixed(record: Record, child: str | None = None) -> None:
+        check_fixed_key(proc, record)
+        forward(record, child)
+
+    proc.process = process_fixed  # type: ignore[method-assign]
+    proc.forward = forward_fixed  # type: ignore[method-assign]
+
+
+def check_fixed_key(proc: Processor, record: Record) -> None:
+    """Raise if fixed-key processor ``proc`` forwards a record of another key than the one
+    it is processing (see :func:`fix_key`)."""
+    key = getattr(proc, "_input_key", _NOT_PROCESSING)
+    if key is _NOT_PROCESSING or record.key is key:
+        return
+    if record.key != key:
+        raise ProcessingError(
+            f"processor {proc.name!r} of process_values forwarded a record with key "
+            f"{record.key!r} while processing key {key!r}: process_values keeps each record's "
+            "key (use process to change keys)", processor=proc.name)
+
+
 class ProcessorApiContext:
     """The context of a user's processor (the
     :class:`~streamtable.processors.api.ProcessorContext` protocol, Kafka Streams'
@@ -195,6 +262,7 @@ class ProcessorApiContext:
             raise ProcessingError(
                 f"{child!r} is not a child of processor {self._node.name!r}; children: "
                 f"{sorted(self._node._children_by_name)}", processor=self._node.name)
+        check_fixed_key(self._node, record)
         Processor.forward(self._node, record, child)
 
     def get_state_store(self, name: str) -> Any:

@@ -366,6 +366,24 @@ class TopologyTestDriver:
         """
         return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
 
+    def get_timestamped_key_value_store_with_headers(self, name: str) -> ReadOnlyKeyValueStore:
+        """Like :meth:`get_key_value_store`, with
+        :class:`~streamtable.state.timestamped.ValueTimestampHeaders` values: the value, its
+        timestamp and the headers of the record that wrote it, for a DSL store with
+        ``dsl.store.format=headers`` (or a processor's store built with
+        ``Stores.timestamped_key_value_store_with_headers_builder``). A value stored without
+        headers shows none.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("in").group_by_key().count(materialized="counts")
+        >>> driver = TopologyTestDriver(b.build(), {"dsl.store.format": "headers"})
+        >>> driver.create_input_topic("in").pipe_input("a", "x", 7, headers={"trace-id": "t1"})
+        >>> driver.get_timestamped_key_value_store_with_headers("counts").get("a")
+        ValueTimestampHeaders(value=1, timestamp=7, headers=(('trace-id', b't1'),))
+        """
+        return ReadOnlyKeyValueStore(self._store(name), headers=True)
+
     def get_window_store(self, name: str) -> ReadOnlyWindowStore:
         """Query the store of a time- or sliding-windowed aggregation:
         ``fetch(key, time_from, time_to)`` gives ``(window start, value)`` pairs,

@@ -136,9 +136,10 @@ def check_outputs(bootstrap: str, topics: dict[str, str], driver: TopologyTestDr
                 assert seq == sorted(set(seq)), f"{name} {key}: a count repeats or goes back"
 
 
-@pytest.mark.parametrize("fmt", ["default", "headers"])
+@pytest.mark.parametrize(("fmt", "working_copies"), [
+    ("default", "in_memory"), ("headers", "in_memory"), ("headers", "rocksDB")])
 def test_headers_through_a_map_and_counts_on_spark_then_read_from_the_restored_store(
-        spark: Any, bootstrap: str, tmp_path: Path, fmt: str) -> None:
+        spark: Any, bootstrap: str, tmp_path: Path, fmt: str, working_copies: str) -> None:
     from streamtable.runtime.spark import StreamsApp
 
     topics = dict(zip(NAMES, new_topics(bootstrap, 1, *NAMES), strict=True))
@@ -146,7 +147,8 @@ def test_headers_through_a_map_and_counts_on_spark_then_read_from_the_restored_s
     module = load_app(str(app_file))
     config = dict(module.config, **{"bootstrap.servers": bootstrap,
                                     "application.id": f"headers-{topics['events']}",
-                                    "max.records.per.batch": 20})
+                                    "max.records.per.batch": 20,
+                                    "default.dsl.store": working_copies})
     first = events(60)
     produce(bootstrap, topics["events"], first)
     StreamsApp(app_topology(module), config=config, state_dir=tmp_path / "state", spark=spark,

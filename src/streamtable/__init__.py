@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         Record,
     )
     from streamtable.runtime.spark import StreamsApp
-    from streamtable.state.timestamped import ValueAndTimestamp
+    from streamtable.state.timestamped import ValueAndTimestamp, ValueTimestampHeaders
     from streamtable.state.window_store import WindowStore
     from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
     from streamtable.topology import Topology
@@ -112,6 +112,7 @@ _EXPORTS = {
     "Windows": "streamtable.windowing",
     "StreamsApp": "streamtable.runtime.spark",
     "ValueAndTimestamp": "streamtable.state.timestamped",
+    "ValueTimestampHeaders": "streamtable.state.timestamped",
     "WindowStore": "streamtable.state.window_store",
     "TestInputTopic": "streamtable.testing",
     "TestOutputTopic": "streamtable.testing",
@@ -160,6 +161,7 @@ __all__ = [
     "Windows",
     "WindowStore",
     "ValueAndTimestamp",
+    "ValueTimestampHeaders",
     "Topology",
     "TopologyBuilder",
     "TopologyError",

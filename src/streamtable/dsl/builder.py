@@ -252,7 +252,8 @@ class StreamsBuilder:
                          logging=store.logging, queryable=store.queryable,
                          key_serde=_maybe_serde(store.key_serde, key=True),
                          value_serde=_maybe_serde(store.value_serde),
-                         timestamped=store.timestamped, window_size_ms=store.window_size_ms,
+                         timestamped=store.timestamped, headers=store.headers,
+                         window_size_ms=store.window_size_ms,
                          retention_ms=store.retention_ms,
                          retain_duplicates=store.retain_duplicates)
         self._stores[store.name] = spec

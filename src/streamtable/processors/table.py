@@ -17,16 +17,25 @@ NO_PAIR = "group_by selected no key-value pair"
 
 class StoringProcessor(Operator):
     """A processor that keeps a (value, timestamp) store and forwards its changes through a
-    ChangeForwarder, so that caching applies to it."""
+    ChangeForwarder, so that caching applies to it.
+
+    With ``dsl.store.format=headers`` (``keep_headers``) the store holds ``(value, timestamp,
+    headers)``: the headers of the record whose change wrote the value, the ones the change is
+    forwarded with. The choice is made once, at ``init``, so the default path pays nothing.
+    """
 
     store_name: str | None = None
     forwarder: ChangeForwarder
+    keep_headers = False
 
     def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         if self.store_name is not None:
             self.store = context.get_state_store(self.store_name)
             self.forwarder = context.change_forwarder(self, self.store_name)
+            self.keep_headers = context.store_headers(self.store_name)
+            if self.keep_headers:
+                self.emit = self._emit_with_headers  # type: ignore[method-assign]
 
     def emit(self, key: Any, new: Any, old: Any, record: Record) -> None:
         """Write ``new`` to the store (if any) and forward Change(new, old)."""
@@ -39,6 +48,14 @@ class StoringProcessor(Operator):
             self.store.delete(key)
         else:
             self.store.put(key, (new, record.timestamp))
+        self.forwarder.forward(key, new, old, record.timestamp, record.headers)
+
+    def _emit_with_headers(self, key: Any, new: Any, old: Any, record: Record) -> None:
+        """:meth:`emit` into a store that keeps headers (see the class)."""
+        if new is None:
+            self.store.delete(key)
+        else:
+            self.store.put(key, (new, record.timestamp, record.headers))
         self.forwarder.forward(key, new, old, record.timestamp, record.headers)
 
 

@@ -13,7 +13,9 @@ class StoreSpec:
 
     A window store a user declared (``Stores.window_store_builder``) has its window size,
     retention and duplicates policy; ``timestamped`` says whether a user's processor sees the
-    store's values with their timestamps (every DSL store; ``Stores.timestamped_*``).
+    store's values with their timestamps (every DSL store; ``Stores.timestamped_*``), and
+    ``headers`` whether they carry the headers of the record that wrote them too (``None``:
+    the DSL's stores, as ``dsl.store.format`` says; ``Stores.*_with_headers_*``: True).
     """
 
     name: str
@@ -24,6 +26,7 @@ class StoreSpec:
     key_serde: Serde | None = None
     value_serde: Serde | None = None
     timestamped: bool = True
+    headers: bool | None = None
     window_size_ms: int | None = None
     retention_ms: int | None = None
     retain_duplicates: bool = False

@@ -100,9 +100,32 @@ def sorted_keys(keys: Iterable[Any]) -> list[Any]:
     return keys
 
 
+class _Plain:
+    """What the index files a key that is neither a tuple nor windowed under (no
+    ``keys_with_first`` asks for it)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<plain keys>"
+
+
+_PLAIN = _Plain()
+
+
 def first_of(key: Any) -> Any:
-    """``key[0]``: the first element of a tuple key, the key of a windowed key."""
-    return key.key if type(key) is Windowed else key[0]
+    """``key[0]``: the first element of a tuple key, the key of a windowed key; a key of
+    another kind (a versioned store's plain keys) is filed apart.
+
+    >>> first_of(("AAPL", 1)), first_of(Windowed("a", 0, 5)), first_of("AAPL")
+    ('AAPL', 'a', <plain keys>)
+    """
+    t = type(key)
+    if t is Windowed:
+        return key.key
+    if t is tuple or isinstance(key, tuple):
+        return key[0] if key else _PLAIN
+    return _PLAIN
 
 
 def in_range(items: Iterable[tuple[Any, Any]], from_key: Any = None,
@@ -156,7 +179,9 @@ class InMemoryKeyValueStore:
             n = len(data)
             data[key] = value
             if len(data) != n:  # a new key (an update leaves the index as it is)
-                self._index.setdefault(first_of(key), set()).add(key)
+                first = first_of(key)
+                if first is not _PLAIN:
+                    self._index.setdefault(first, set()).add(key)
         if self.track_changes:
             self._changes[key] = value
 
@@ -188,7 +213,9 @@ class InMemoryKeyValueStore:
         if self._index is None:
             index: dict[Any, set[Any]] = {}
             for k in self._data:
-                index.setdefault(first_of(k), set()).add(k)
+                filed = first_of(k)
+                if filed is not _PLAIN:  # plain keys are never asked for
+                    index.setdefault(filed, set()).add(k)
             self._index = index
         keys = self._index.get(first)
         if not keys:

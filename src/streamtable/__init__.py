@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     )
     from streamtable.runtime.spark import StreamsApp
     from streamtable.state.timestamped import ValueAndTimestamp
+    from streamtable.state.versioned import VersionedKeyValueStore, VersionedRecord
     from streamtable.state.window_store import WindowStore
     from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
     from streamtable.topology import Topology
@@ -112,6 +113,8 @@ _EXPORTS = {
     "Windows": "streamtable.windowing",
     "StreamsApp": "streamtable.runtime.spark",
     "ValueAndTimestamp": "streamtable.state.timestamped",
+    "VersionedKeyValueStore": "streamtable.state.versioned",
+    "VersionedRecord": "streamtable.state.versioned",
     "WindowStore": "streamtable.state.window_store",
     "TestInputTopic": "streamtable.testing",
     "TestOutputTopic": "streamtable.testing",
@@ -160,6 +163,8 @@ __all__ = [
     "Windows",
     "WindowStore",
     "ValueAndTimestamp",
+    "VersionedKeyValueStore",
+    "VersionedRecord",
     "Topology",
     "TopologyBuilder",
     "TopologyError",

@@ -420,18 +420,17 @@ class KStream:
         >>> driver.get_key_value_store("latest").get("a")
         2
         """
+        from streamtable.dsl.builder import table_source
         from streamtable.dsl.table import KTable
-        from streamtable.processors.table import TableSource
 
         b = self._builder
         node = self._node
         if self._repartition_required:
             node = b.repartition(node, b.new_name("KSTREAM-TOTABLE-REPARTITION"))
-        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE")
+        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE", versioned_ok=True)
         name = b.new_name("KSTREAM-TOTABLE", named)
-        store_name = store.name
-        b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])
-        return KTable(b, name, store_name)
+        b.add_node(name, table_source(store), [node], stores=[store.name])
+        return KTable(b, name, store.name, versioned=store.kind == "versioned")
 
 
 def _is_global_store(builder: StreamsBuilder, store: str) -> bool:

@@ -9,12 +9,19 @@ from typing import Any
 
 from streamtable.processors._operator import InternalProcessorContext, Operator
 from streamtable.processors.api import Change, Record
-from streamtable.processors.table import StoringProcessor
+from streamtable.processors.table import OUT_OF_ORDER, StoringProcessor
+
+TOO_OLD = "stream record older than the versioned table's history retention"
 
 
 class StreamTableJoin(Operator):
     """``joiner(stream_value, table_value)``; an inner join skips records without a row, a left
-    join joins them with ``None``. The result keeps the stream record's timestamp."""
+    join joins them with ``None``. The result keeps the stream record's timestamp.
+
+    With a versioned table (KIP-914) a record joins the table's row as of its own timestamp:
+    the version valid then, whatever arrived since. A record older than the table's history
+    retention finds only a latest version old enough; an inner join without one drops it
+    (counted), a left join joins it with ``None``."""
 
     def __init__(self, store_name: str, joiner: Callable[[Any, Any], Any], left: bool) -> None:
         self.store_name = store_name
@@ -24,15 +31,28 @@ class StreamTableJoin(Operator):
     def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        self.versioned = context.versioned_store(self.store_name)
 
     def process(self, record: Record) -> None:
         if record.key is None or record.value is None:
             self.context.record_dropped(self.name, "null key or value in a stream-table join")
             return
-        stored = self.store.get(record.key)
-        if stored is None and not self.left:
+        self.join(record)
+
+    def join(self, record: Record) -> None:
+        """Join a record (with a key and a value) with the table's row."""
+        versioned = self.versioned
+        if versioned is None:
+            stored = self.store.get(record.key)
+            table_value = None if stored is None else stored[0]
+        else:
+            found = versioned.get(record.key, record.timestamp)
+            table_value = None if found is None else found.value
+            if found is None and not self.left and versioned.expired(record.timestamp):
+                self.context.record_dropped(self.name, TOO_OLD)
+                return
+        if table_value is None and not self.left:
             return
-        table_value = None if stored is None else stored[0]
         self.forward(record.with_value(self.joiner(record.value, table_value)))
 
 
@@ -100,6 +120,11 @@ class TableTableJoin(Operator):
 
     def process(self, record: Record) -> None:
         change: Change[Any] = record.value
+        if not change.is_latest:
+            # an update of a versioned table older than its key's latest version: the join
+            # keeps the latest versions (Kafka Streams' KIP-914)
+            self.context.record_dropped(self.name, OUT_OF_ORDER)
+            return
         stored = self.other.get(record.key)
         theirs = None if stored is None else stored[0]
         new = self._join(change.new, theirs)

@@ -8,8 +8,10 @@ punctuations on its behalf). Stores appear as Kafka Streams' store interfaces ov
 ``(value, timestamp)`` stores: a :class:`KeyValueStoreView` (plain values) for a store built with
 ``Stores.key_value_store_builder``, a :class:`TimestampedKeyValueStoreView`
 (:class:`~streamtable.state.timestamped.ValueAndTimestamp` values) for a timestamped one and for
-every store the DSL made (a table's, an aggregation's), and a
-:class:`~streamtable.state.window_store.WindowStore` for a window store.
+every store the DSL made (a table's, an aggregation's), a
+:class:`~streamtable.state.window_store.WindowStore` for a window store, and a
+:class:`~streamtable.state.versioned.VersionedKeyValueStore` for a versioned store (a user's,
+or a versioned table's).
 """
 
 from __future__ import annotations
@@ -199,8 +201,10 @@ class ProcessorApiContext:
 
     def get_state_store(self, name: str) -> Any:
         """A store connected to this processor (``stream.process(..., "name")``): a
-        :class:`KeyValueStoreView`, a :class:`TimestampedKeyValueStoreView` or a
-        :class:`~streamtable.state.window_store.WindowStore`, as the store was built."""
+        :class:`KeyValueStoreView`, a :class:`TimestampedKeyValueStoreView`, a
+        :class:`~streamtable.state.window_store.WindowStore` or a
+        :class:`~streamtable.state.versioned.VersionedKeyValueStore`, as the store was
+        built."""
         view = self._stores.get(name)
         if view is None:
             spec = self._connected.get(name)
@@ -210,6 +214,10 @@ class ProcessorApiContext:
                     f"(connected: {list(self._connected)}); name it in "
                     "stream.process(supplier, store_name)", processor=self._node.name)
             task, node = self._task, self._node.name
+            if spec.kind == "versioned":
+                # one view per task: a DSL operator may write the same store
+                view = self._stores[name] = task.versioned_store(name)
+                return view
             view = self._stores[name] = store_view(
                 spec, task.get_state_store(name),
                 lambda: task.internal_store(WINDOW_META_STORE), lambda: task.stream_time,

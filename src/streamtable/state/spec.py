@@ -13,7 +13,10 @@ class StoreSpec:
 
     A window store a user declared (``Stores.window_store_builder``) has its window size,
     retention and duplicates policy; ``timestamped`` says whether a user's processor sees the
-    store's values with their timestamps (every DSL store; ``Stores.timestamped_*``).
+    store's values with their timestamps (every DSL store; ``Stores.timestamped_*``). A
+    ``versioned`` store (``Stores.persistent_versioned_key_value_store``) keeps every value of
+    a key for ``retention_ms`` (its history retention), filed for expiry by segments of
+    ``segment_interval_ms``.
     """
 
     name: str
@@ -27,6 +30,7 @@ class StoreSpec:
     window_size_ms: int | None = None
     retention_ms: int | None = None
     retain_duplicates: bool = False
+    segment_interval_ms: int | None = None
 
     def changelog_topic(self, application_id: str) -> str:
         return f"{application_id}-{self.name}-changelog"

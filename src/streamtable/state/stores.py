@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from streamtable.state.spec import StoreSpec
 
 # window and session stores hold their windows under Windowed keys: key-value stores that are
-# queried by key and time range
-SUPPORTED_KINDS = ("key-value", "window", "session")
+# queried by key and time range; versioned stores hold their older versions that way too
+SUPPORTED_KINDS = ("key-value", "window", "session", "versioned")
 
 
 def check_store_kind(spec: StoreSpec) -> None:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         StreamsBuilder,
     )
     from streamtable.dsl.global_table import GlobalKTable
-    from streamtable.dsl.joins import StreamJoined
+    from streamtable.dsl.joins import Joined, StreamJoined
     from streamtable.dsl.stores import StoreBuilder, Stores
     from streamtable.dsl.topology_builder import TopologyBuilder
     from streamtable.errors import (
@@ -86,6 +86,7 @@ _EXPORTS = {
     "StreamsBuilder": "streamtable.dsl",
     "GlobalKTable": "streamtable.dsl.global_table",
     "StreamJoined": "streamtable.dsl.joins",
+    "Joined": "streamtable.dsl.joins",
     "StoreBuilder": "streamtable.dsl.stores",
     "Stores": "streamtable.dsl.stores",
     "TopologyBuilder": "streamtable.dsl.topology_builder",
@@ -131,6 +132,7 @@ __all__ = [
     "DeserializationError",
     "GlobalKTable",
     "JoinWindows",
+    "Joined",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",

@@ -1,10 +1,13 @@
 """Joins: a stream record looks up a table's current row for its key (stream-table; with a global
-table, for the key it selects); a change of either table of a primary-key table-table join looks
-up the other table's row."""
+table, for the key it selects; with a versioned table, its row as of the record's timestamp,
+after a grace period if one is set); a change of either table of a primary-key table-table join
+looks up the other table's row."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from streamtable.processors._operator import InternalProcessorContext, Operator
@@ -152,3 +155,75 @@ class TableJoinMerge(StoringProcessor):
         if change.new is None and old is None:
             return
         self.emit(record.key, change.new, old, record)
+
+
+@dataclass(frozen=True)
+class _BufferTime:
+    """The key under which a join's buffer keeps the largest timestamp it has seen."""
+
+
+_BUFFER_TIME = _BufferTime()
+
+
+class BufferedStreamTableJoin(StreamTableJoin):
+    """A stream-table join with a grace period (Kafka Streams' KIP-923), for a versioned table:
+    a stream record waits in a buffer until the largest timestamp the buffer has seen is
+    ``grace`` past it, then joins the table as of its own timestamp, so a table update that
+    arrives late, within the grace period, still meets the stream records it precedes. A
+    record already more than ``grace`` behind that time joins at once (Kafka Streams'
+    ``KStreamKTableJoinProcessor``); buffered records leave in timestamp order, then arrival
+    order, each with its own timestamp and headers.
+
+    The buffer is a store of the task (Kafka Streams' ``RocksDBTimeOrderedKeyValueBuffer``),
+    committed with it: entries ``(timestamp, sequence) -> (key, value, headers)``, and the
+    buffer's time. It is read once per task, at its first record (the buffer holds at most a
+    grace period of records)."""
+
+    def __init__(self, store_name: str, joiner: Callable[[Any, Any], Any], left: bool,
+                 grace_ms: int, buffer_name: str) -> None:
+        super().__init__(store_name, joiner, left)
+        self.grace = grace_ms
+        self.buffer_name = buffer_name
+
+    def init(self, context: InternalProcessorContext) -> None:
+        super().init(context)
+        self.buffer = context.get_state_store(self.buffer_name)
+        self._loaded = False
+        self._observed = -1
+        self._seq = 0
+        self._held: list[tuple[int, int]] = []
+
+    def _load(self) -> None:
+        """Read the buffer left by earlier batches: its time and what it holds."""
+        self._loaded = True
+        for key, value in self.buffer.items():
+            if type(key) is _BufferTime:
+                self._observed = value[0]
+            else:
+                self._held.append(key)
+                self._seq = max(self._seq, key[1] + 1)
+        heapq.heapify(self._held)
+
+    def process(self, record: Record) -> None:
+        if record.key is None or record.value is None:
+            self.context.record_dropped(self.name, "null key or value in a stream-table join")
+            return
+        if not self._loaded:
+            self._load()
+        ts = record.timestamp
+        if self._observed - self.grace > ts:
+            self.join(record)  # too late to wait for the table: joined at once
+            return
+        slot = (ts, self._seq)
+        self._seq += 1
+        self.buffer.put(slot, (record.key, record.value, record.headers))
+        heapq.heappush(self._held, slot)
+        if ts > self._observed:
+            self._observed = ts
+            self.buffer.put(_BUFFER_TIME, (ts, ts))
+        limit = self._observed - self.grace
+        held = self._held
+        while held and held[0][0] <= limit:
+            slot = heapq.heappop(held)
+            key, value, headers = self.buffer.delete(slot)
+            self.join(Record(key, value, slot[0], headers))

@@ -282,7 +282,21 @@ class VersionedKeyValueStore:
 
     ``store`` holds the rows, ``meta`` is the task's index of versions by expiry segment;
     ``task`` names the task in the store's time row; ``on_expired`` is called for every put
-    refused as too old (the task counts it as a dropped record).
+    refused as too old (the task counts it as a dropped record). A processor gets one from
+    ``context.get_state_store(name)`` for a store built with
+    ``Stores.versioned_key_value_store_builder`` (or a versioned table's store).
+
+    >>> from streamtable.state import InMemoryKeyValueStore
+    >>> prices = VersionedKeyValueStore(InMemoryKeyValueStore("prices"),
+    ...                                 InMemoryKeyValueStore("meta"), history_retention=100)
+    >>> prices.put("AAPL", 190, 10), prices.put("AAPL", 191, 20), prices.put("AAPL", 189, 15)
+    (-1, -1, 20)
+    >>> prices.delete("AAPL", 30)
+    VersionedRecord(value=191, timestamp=20, valid_to=None)
+    >>> prices.get("AAPL"), prices.get("AAPL", 17)
+    (None, VersionedRecord(value=189, timestamp=15, valid_to=20))
+    >>> prices.put("AAPL", 1, -200) == VersionedKeyValueStore.PUT_RETURN_CODE_NOT_PUT
+    True
     """
 
     PUT_RETURN_CODE_VALID_TO_UNDEFINED = PUT_RETURN_CODE_VALID_TO_UNDEFINED

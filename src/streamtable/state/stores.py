@@ -7,7 +7,7 @@ stores. Users query them through :class:`ReadOnlyKeyValueStore`, which shows val
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import TopologyError
@@ -63,6 +63,8 @@ def key_order(key: Any) -> tuple[Any, ...]:
 # key types whose own order is their key_order (among keys all of that one type)
 _SELF_ORDERED = frozenset({str, bytes, int})
 _first = itemgetter(0)
+_second = itemgetter(1)
+_start_end = attrgetter("start", "end")
 
 
 def _entry_order(entry: tuple[Any, Any]) -> tuple[Any, ...]:
@@ -220,6 +222,14 @@ class InMemoryKeyValueStore:
         keys = self._index.get(first)
         if not keys:
             return []
+        if all(type(k) is Windowed for k in keys):
+            # windows of one key: their key order is their order by start, then end
+            return sorted(keys, key=_start_end)
+        if (all(type(k) is tuple and len(k) == 2 for k in keys)
+                and len(seconds := set(map(type, map(_second, keys)))) == 1
+                and seconds <= _SELF_ORDERED):
+            # pairs with one first element and second elements of one plain type
+            return sorted(keys, key=_second)
         return sorted(keys, key=key_order)
 
     def items(self) -> Iterator[tuple[Any, Any]]:

@@ -473,6 +473,7 @@ class VersionedKeyValueStore:
                 before = (window, stored)
             elif after is None or window.start < after:
                 after = window.start
+        ends_at_t = False  # whether the version before t ends at t (which records t)
         if before is not None:
             window, (old, valid_from, _) = before
             if window.end > t:  # t falls inside it: split it
@@ -483,14 +484,16 @@ class VersionedKeyValueStore:
             if window.end == window.start:  # the latest tombstone: it now ends at t
                 store.delete(window)
                 self._keep(key, valid_from, t, None)
-                before = (Windowed(key, valid_from, t), (None, valid_from, 0))
+                ends_at_t = True
+            else:
+                ends_at_t = window.end == t
         if after is not None:
             self._keep(key, t, after, value)
             return after
         # newer than every version: the latest
         if value is not None:
             store.put(key, (value, t))
-        elif before is None or before[0].end != t:
+        elif not ends_at_t:
             self._keep(key, t, t, None)
         return PUT_RETURN_CODE_VALID_TO_UNDEFINED
 

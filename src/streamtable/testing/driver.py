@@ -383,6 +383,10 @@ class TopologyTestDriver:
         >>> driver.get_timestamped_key_value_store("latest").get("a")
         ('x', 7)
         """
+        spec = self.topology.stores.get(name)
+        if spec is not None and spec.kind == "versioned":
+            raise TypeError(f"store {name!r} is a versioned store: query it with "
+                            "get_versioned_key_value_store (get_record gives timestamps)")
         return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
 
     def get_window_store(self, name: str) -> ReadOnlyWindowStore:

@@ -1,5 +1,5 @@
-"""The guides' examples run and print what the pages say: docs/windows.md and docs/joins.md
-are doctests, each page's examples run in order in one namespace."""
+"""The guides' examples run and print what the pages say: docs/windows.md, docs/joins.md and
+docs/headers.md are doctests, each page's examples run in order in one namespace."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import pytest
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-@pytest.mark.parametrize("page", ["windows.md", "joins.md"])
-def test_guide_examples_run_as_shown(page: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("page", "examples"),
+                         [("windows.md", 40), ("joins.md", 40), ("headers.md", 40)])
+def test_guide_examples_run_as_shown(page: str, examples: int,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
     result = doctest.testfile(str(DOCS / page), module_relative=False,
                               optionflags=doctest.ELLIPSIS)
     report = capsys.readouterr().out
-    assert result.attempted >= 40, f"{page}: only {result.attempted} examples found"
+    assert result.attempted >= examples, f"{page}: only {result.attempted} examples found"
     assert result.failed == 0, report

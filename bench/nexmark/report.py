@@ -43,13 +43,69 @@ def table(rows: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def _matrix(queries: list[str], names: list[str], cell: Any) -> str:
+    lines = ["| query | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines += [f"| {q} | " + " | ".join(cell(q, n) for n in names) + " |" for q in queries]
+    return "\n".join(lines)
+
+
+def ratios(rows: list[Any], base: str = "streamtable") -> str:
+    """Each contender's events/s over ``base``'s, per query (a checked run of both only).
+
+    >>> class R:
+    ...     def __init__(self, contender, rate, status="OK"):
+    ...         self.query, self.contender, self.rate, self.status = "q1", contender, rate, status
+    >>> print(ratios([R("streamtable", 100.0), R("bare", 150.0), R("quix", 5.0, "FAILED")]))
+    | query | bare | quix |
+    |---|---|---|
+    | q1 | 1.50× | FAILED |
+    """
+    queries = list(dict.fromkeys(r.query for r in rows))
+    names = [n for n in dict.fromkeys(r.contender for r in rows) if n != base]
+    by = {(r.query, r.contender): r for r in rows}
+
+    def cell(q: str, n: str) -> str:
+        r, b = by.get((q, n)), by.get((q, base))
+        if r is None or r.status == "UNSUPPORTED":
+            return "–"
+        if r.status != "OK":
+            return r.status
+        if b is None or b.status != "OK" or not b.rate:
+            return "no base"
+        return f"{r.rate / b.rate:.2f}×"
+    return _matrix(queries, names, cell)
+
+
+def coverage(queries: list[str], engines: dict[str, Any]) -> str:
+    """Which contender can express which query (has an implementation of it).
+
+    >>> class E:
+    ...     def supports(self, q): return q == "q0"
+    >>> print(coverage(["q0", "q4"], {"bare": E()}))
+    | query | bare |
+    |---|---|
+    | q0 | yes |
+    | q4 | – |
+    """
+    return _matrix(queries, list(engines),
+                   lambda q, n: "yes" if engines[n].supports(q) else "–")
+
+
 def section(rows: list[Any], command: str, machine: dict[str, Any],
-            loaded: dict[str, Any]) -> str:
-    """A Markdown section: the command, the machine, the table, and what failed."""
+            loaded: dict[str, Any], engines: dict[str, Any] | None = None) -> str:
+    """A Markdown section: the command, the machine, the table, each contender's ratio to
+    streamtable, which contender expresses which query (``engines``: the contenders run, by
+    name), and what failed."""
     out = [f"## Nexmark, {time.strftime('%Y-%m-%d %H:%M')}", "", f"`{command}`", "",
            "Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), "",
            f"Input: {loaded['counts']} generated into Kafka in {loaded['seconds']}s.", "",
            table(rows), ""]
+    if len({r.contender for r in rows}) > 1:
+        out += ["Events/s of each contender over streamtable's, per query (a checked run of "
+                "both):", "", ratios(rows), ""]
+    if engines:
+        queries = list(dict.fromkeys(r.query for r in rows))
+        out += ["Which contender expresses which query:", "", coverage(queries, engines), ""]
     problems = [r for r in rows if r.status not in ("OK",)]
     if problems:
         out.append("Not OK:")

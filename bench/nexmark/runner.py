@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                     json.dumps([asdict(r) for r in rows], indent=2))
     finally:
         broker.stop()
-    text = report.section(rows, command, _machine(), loaded)
+    text = report.section(rows, command, _machine(), loaded,
+                          {name: engines[name] for name in args.contender_list})
     (run_dir / "nexmark.md").write_text(text)
     if args.out:
         with open(args.out, "a", encoding="utf-8") as fh:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         Record,
     )
     from streamtable.runtime.spark import StreamsApp
-    from streamtable.state.timestamped import ValueAndTimestamp
+    from streamtable.state.timestamped import ValueAndTimestamp, ValueTimestampHeaders
     from streamtable.state.versioned import VersionedKeyValueStore, VersionedRecord
     from streamtable.state.window_store import WindowStore
     from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
@@ -114,6 +114,7 @@ _EXPORTS = {
     "Windows": "streamtable.windowing",
     "StreamsApp": "streamtable.runtime.spark",
     "ValueAndTimestamp": "streamtable.state.timestamped",
+    "ValueTimestampHeaders": "streamtable.state.timestamped",
     "VersionedKeyValueStore": "streamtable.state.versioned",
     "VersionedRecord": "streamtable.state.versioned",
     "WindowStore": "streamtable.state.window_store",
@@ -165,6 +166,7 @@ __all__ = [
     "Windows",
     "WindowStore",
     "ValueAndTimestamp",
+    "ValueTimestampHeaders",
     "VersionedKeyValueStore",
     "VersionedRecord",
     "Topology",

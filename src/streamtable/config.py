@@ -144,6 +144,13 @@ SETTINGS: tuple[Setting, ...] = (
             "Tasks' working copies of their stores: dicts in the Python workers, or RocksDB on "
             "the local disk under state.dir (state larger than memory).", True,
             _choice("in_memory", "rocksDB")),
+    Setting("dsl.store.format", "default", "default | headers",
+            "What the DSL's stores keep per key (KIP-1285): default, the value and its "
+            "timestamp; headers, also the headers of the record that wrote it, which survive "
+            "restarts with the store. A processor reading a DSL store then gets "
+            "ValueTimestampHeaders, and a left or outer stream-stream join's unmatched record "
+            "keeps its own headers. Records carry their headers through every operator either "
+            "way.", True, _choice("default", "headers")),
     Setting("max.records.per.batch", 1_000_000, "an integer >= 1",
             "The cap of one micro-batch (Spark runtime): large batches when behind, small "
             "when caught up.", False, _integer(1)),
@@ -167,6 +174,12 @@ SETTINGS: tuple[Setting, ...] = (
             "every third of this): a run killed on another host blocks a restart this long (on "
             "the same host, not at all), and a run taking over waits at most this long for the "
             "old one to stop.", False, _integer(1000)),
+    Setting("upgrade.new.state.from", "earliest", "earliest | latest",
+            "Where a store or output that a new version of the topology adds starts (see "
+            "docs/upgrading.md): earliest builds it from the input topics' earliest offsets "
+            "before the application goes on, as if the new version had always run; latest "
+            "starts it empty with the next records. The run flag is --new-state-from.", False,
+            _choice("earliest", "latest")),
     Setting("serving.url", None, "postgresql://... or a SQLite file path, or unset",
             "Where the queryable stores are served from (default: SQLite in state.dir).",
             False, _text(optional=True)),
@@ -374,6 +387,15 @@ class StreamsConfig:
     def rocksdb_stores(self) -> bool:
         """Whether tasks keep their stores in RocksDB (``default.dsl.store=rocksDB``)."""
         return bool(self._values["default.dsl.store"] == "rocksDB")
+
+    @property
+    def store_headers(self) -> bool:
+        """Whether the DSL's stores keep each record's headers (``dsl.store.format=headers``).
+
+        >>> StreamsConfig({"dsl.store.format": "HEADERS"}).store_headers
+        True
+        """
+        return bool(self._values["dsl.store.format"] == "headers")
 
     def handler(self, key: str) -> str:
         """``fail`` or ``continue``; with a dead-letter topic the default is ``continue``.

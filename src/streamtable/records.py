@@ -8,8 +8,45 @@ consecutive records of one topic partition, as columns. Processors see deseriali
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 Headers = tuple[tuple[str, bytes | None], ...]
 """A record's headers: ``(name, value)`` pairs, in order; a value may be None."""
+
+HeadersLike = (Headers | Iterable[tuple[str, bytes | str | None]]
+               | Mapping[str, bytes | str | None] | None)
+"""What :func:`to_headers` accepts: ``(name, value)`` pairs or a mapping, values as bytes,
+text (written as UTF-8) or None; ``None`` for no headers."""
+
+
+def to_headers(headers: HeadersLike) -> Headers:
+    """``headers`` as a record holds them: a tuple of ``(name, bytes or None)`` pairs.
+
+    >>> to_headers({"trace-id": "abc", "tenant": b"t1"})
+    (('trace-id', b'abc'), ('tenant', b't1'))
+    >>> to_headers(None), to_headers([("k", None)])
+    ((), (('k', None),))
+    """
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for item in items:
+        try:
+            name, value = item
+        except (TypeError, ValueError):
+            raise TypeError(f"a header is a (name, value) pair, not {item!r}") from None
+        if not isinstance(name, str):
+            raise TypeError(f"a header's name is text, not {type(name).__name__} ({name!r})")
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        elif isinstance(value, (bytearray, memoryview)):
+            value = bytes(value)
+        elif value is not None and not isinstance(value, bytes):
+            raise TypeError(f"header {name!r}: a value is bytes, text or None, not "
+                            f"{type(value).__name__}")
+        out.append((name, value))
+    return tuple(out)
 
 
 Origin = tuple[str, int, int]

@@ -118,6 +118,31 @@ def test_json_lines_with_timestamps_tombstones_and_windowed_keys(
     assert json.loads(out.splitlines()[2])["key"] == window
 
 
+def test_json_lines_with_headers_are_produced_with_them_and_consumed_back(
+        bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = _name("cli-headers")
+    main(["topics", "create", topic, "--bootstrap-servers", bootstrap])
+    sample = tmp_path / "records.jsonl"
+    sample.write_text(
+        json.dumps({"key": "a", "value": 1, "headers": {"trace-id": "t1", "tenant": "x"}}) + "\n"
+        + json.dumps({"key": "b", "value": 2, "headers": [["trace-id", "t2"], ["n", None]]})
+        + "\n" + json.dumps({"key": "c", "value": 3}) + "\n")
+    code, _, err = _cli(capsys, "produce", topic, "--file", str(sample),
+                        "--bootstrap-servers", bootstrap)
+    assert code == 0, err
+    assert [m.headers() for m in read_all(bootstrap, topic)] == [
+        [("trace-id", b"t1"), ("tenant", b"x")], [("trace-id", b"t2"), ("n", None)], None]
+    code, out, _ = _cli(capsys, "consume", topic, "--from-beginning", "--format", "json",
+                        "--bootstrap-servers", bootstrap)
+    assert [json.loads(line)["headers"] for line in out.splitlines()] == [
+        [["trace-id", "t1"], ["tenant", "x"]], [["trace-id", "t2"], ["n", None]], []]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"key": "a", "value": 1, "headers": [["only-a-name"]]}) + "\n")
+    code, _, err = _cli(capsys, "produce", topic, "--file", str(bad),
+                        "--bootstrap-servers", bootstrap)
+    assert code != 0 and "line 1" in err and '"headers"' in err, err
+
+
 def test_the_application_file_gives_the_serdes_of_each_topic(
         bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

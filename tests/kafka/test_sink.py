@@ -173,6 +173,26 @@ def test_produces_records_with_placement_headers_and_timestamps(
         assert [int(_own(m)[HEADER_SEQ]) for m in msgs] == list(range(len(msgs)))
 
 
+def test_user_headers_are_kept_and_another_writers_tags_replaced_not_repeated(
+        bootstrap, new_topic, read_topic) -> None:
+    """A record read from another streamtable application's output carries that app's tags:
+    written again, it keeps its own headers, in order, and carries this writer's tags once."""
+    topic = new_topic(1)
+    upstream = [("trace", b"t1"), (HEADER_APP, b"upstream"), (HEADER_WRITER, b"3"),
+                (HEADER_BATCH, b"41"), (HEADER_SEQ, b"9"), ("tenant", b"x")]
+    rows = [SinkRecord(topic, b"k", b"v%d" % i, headers=upstream) for i in range(3)]
+    produce_rows(bootstrap, rows, 7, "app-b")
+    # a replay of the batch finds this writer's records by its tags, not the upstream ones
+    result = produce_rows(bootstrap, rows, 7, "app-b")
+    assert (result.produced, result.skipped) == (0, 3)
+    got = read_topic(topic)[0]
+    assert [m.value() for m in got] == [b"v0", b"v1", b"v2"]
+    for seq, m in enumerate(got):
+        assert m.headers() == [("trace", b"t1"), ("tenant", b"x"), (HEADER_APP, b"app-b"),
+                               (HEADER_WRITER, b"0"), (HEADER_BATCH, b"7"),
+                               (HEADER_SEQ, str(seq).encode())]
+
+
 @pytest.mark.parametrize("with_commit_dir", [True, False], ids=["markers", "tail-scan-only"])
 def test_replay_after_partial_produce_has_no_duplicates(
     bootstrap, new_topic, read_topic, tmp_path, with_commit_dir

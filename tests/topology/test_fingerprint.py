@@ -1,18 +1,12 @@
-"""A restart with a changed topology is refused, naming what changed."""
+"""The shape kept with the state, and what changed in it (see test_evolution.py for what an
+upgrade keeps)."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
-
 from streamtable import StreamsBuilder
-from streamtable.topology.fingerprint import (
-    TopologyChangedError,
-    check_topology_unchanged,
-    fingerprint_diff,
-    topology_fingerprint,
-)
+from streamtable.topology.fingerprint import fingerprint_diff, topology_fingerprint
 
 
 def word_count(store: str = "counts", extra_filter: bool = False, factor: int = 1):
@@ -44,34 +38,3 @@ def test_an_added_operator_is_named():
     diff = fingerprint_diff(topology_fingerprint(word_count()),
                             topology_fingerprint(word_count(extra_filter=True)))
     assert any("KSTREAM-FILTER" in d and d.endswith("added") for d in diff), diff
-
-
-def test_check_writes_then_compares(tmp_path):
-    path = tmp_path / "ckpt" / "topology.json"
-    check_topology_unchanged(path, word_count(), "wc")  # first start: written
-    assert path.exists()
-    check_topology_unchanged(path, word_count(), "wc")  # same: fine
-    with pytest.raises(TopologyChangedError) as info:
-        check_topology_unchanged(path, word_count(store="totals"), "wc")
-    message = str(info.value)
-    assert "store 'counts' (key-value) removed" in message and "streamtable reset" in message
-    assert "wc" in message
-    path.unlink()  # what `streamtable reset` does (it removes the state directory)
-    check_topology_unchanged(path, word_count(store="totals"), "wc")
-
-
-def test_state_routed_with_the_old_internal_key_format_is_refused(tmp_path):
-    """Internal topics' keys decide a record's task: state written when equal keys could be
-    written as different bytes must be rebuilt, not read as if routed the current way."""
-    b = StreamsBuilder()
-    b.stream("in").group_by(lambda k, v: v).count()
-    topology = b.build()
-    old = topology_fingerprint(topology)
-    del old["internal_keys"]
-    path = tmp_path / "topology.json"
-    path.write_text(json.dumps(old))
-    with pytest.raises(TopologyChangedError, match="keys of internal topics"):
-        check_topology_unchanged(path, topology, "app")
-    plain = StreamsBuilder()
-    plain.stream("in").to("out")  # no internal topic: nothing routed by key bytes
-    assert "internal_keys" not in topology_fingerprint(plain.build())

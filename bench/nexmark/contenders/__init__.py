@@ -59,6 +59,7 @@ class Contender(Protocol):
 
 def contenders() -> dict[str, Contender]:
     from bench.nexmark.contenders import (
+        bare_loop,
         bytewax_flow,
         flink_sql,
         pathway_tables,
@@ -69,4 +70,5 @@ def contenders() -> dict[str, Contender]:
 
     return {c.name: c for c in (streamtable.CONTENDER, spark_sql.CONTENDER,
                                 bytewax_flow.CONTENDER, quix_streams.CONTENDER,
-                                pathway_tables.CONTENDER, flink_sql.CONTENDER)}
+                                pathway_tables.CONTENDER, flink_sql.CONTENDER,
+                                bare_loop.CONTENDER)}

@@ -11,6 +11,7 @@ An application file defines ``build_topology()`` (or a ``topology`` object) and 
     streamtable query app.py us-share-holders client1
     streamtable serve app.py --http-port 8080       # HTTP queries, without running the app
     streamtable reset app.py                        # reprocess from the beginning next run
+    streamtable reset app.py --store counts         # rebuild one store at the next start
 
 The queryable stores are served from SQLite in the state directory, or from where the setting
 ``serving.url`` (``--serving-url``) says: a ``postgresql://`` URL lets several ``serve`` processes
@@ -115,10 +116,15 @@ def _streams_app(args: argparse.Namespace) -> Any:
     from streamtable.runtime.spark import StreamsApp
 
     module = load_app(args.app)
-    return StreamsApp(app_topology(module), config=_settings(module, args),
-                      master=getattr(args, "master", None),
-                      development_broker=getattr(args, "development_broker", False),
-                      verbose=getattr(args, "verbose", False))
+    settings = _settings(module, args)
+    if getattr(args, "new_state_from", None):
+        settings["upgrade.new.state.from"] = args.new_state_from
+    app = StreamsApp(app_topology(module), config=settings,
+                     master=getattr(args, "master", None),
+                     development_broker=getattr(args, "development_broker", False),
+                     verbose=getattr(args, "verbose", False))
+    app.app_file = args.app
+    return app
 
 
 def _stop_on_signals() -> threading.Event:
@@ -211,7 +217,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reset_stores(args: argparse.Namespace) -> int:
+    """``reset --store NAME``: the next start rebuilds just these stores from the earliest
+    offsets of their input topics (see docs/upgrading.md)."""
+    from streamtable.runtime.spark.upgrade import read_fingerprint, write_fingerprint
+
+    app = _streams_app(args)
+    kept = read_fingerprint(app)
+    if kept is None:
+        raise SystemExit(f"streamtable: {app.application_id} has no state to reset stores of "
+                         f"(it has not run, or not with --state-dir/--config state.location as "
+                         f"given)")
+    if "state" not in kept:
+        raise SystemExit("streamtable: this state was written by an older streamtable: start "
+                         f"the application once ({' '.join(['streamtable run', args.app])}) "
+                         "before resetting single stores, or reset it whole")
+    unknown = [s for s in args.store if s not in kept["state"]]
+    if unknown:
+        raise SystemExit(f"streamtable: no store {', '.join(map(repr, unknown))} in the state "
+                         f"of {app.application_id}; its stores: {sorted(kept['state'])}")
+    for name in args.store:
+        del kept["state"][name]
+    kept["rebuild"] = sorted(set(kept.get("rebuild", [])) | set(args.store))
+    write_fingerprint(app.shared_location, kept)
+    log.info("the next start of %s rebuilds %s from the earliest offsets of %s input topics; "
+             "the other stores keep their state", app.application_id, ", ".join(args.store),
+             "their" if len(args.store) > 1 else "its")
+    return 0
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
+    if args.store:
+        return _reset_stores(args)
     config = StreamsConfig(_settings(load_app(args.app), args))
     target = Path(config["state.dir"]) / config.application_id
     if target.exists():
@@ -386,8 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("describe", help="print an application's topology")
-    p.add_argument("app", help="path to the application file")
+    p = sub.add_parser("describe", help="print an application's topology, or what an upgrade "
+                                        "keeps (--diff)")
+    p.add_argument("app", nargs="?", help="path to the application file")
+    p.add_argument("--diff", nargs=2, metavar=("OLD", "NEW"),
+                   help="what deploying NEW over the state of OLD keeps, rebuilds and drops "
+                        "(exit code 1 when its start would be refused)")
     p.add_argument("--format", choices=("text", "mermaid", "dot"), default="text",
                    help="text (Kafka Streams' description, topics, serdes, stores), or a "
                         "Mermaid or Graphviz diagram")
@@ -426,11 +467,18 @@ def main(argv: list[str] | None = None) -> int:
                         "refused")
     p.add_argument("--create-topics", action="store_true",
                    help="create the application's input topics that do not exist")
+    p.add_argument("--new-state-from", choices=("earliest", "latest"),
+                   help="where stores and outputs a new version adds start (setting "
+                        "upgrade.new.state.from; default earliest)")
     p.add_argument("--partitions", type=int, default=1,
                    help="partitions of the input topics --create-topics creates (default: 1)")
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("reset", help="forget an application's progress and state")
+    p = sub.add_parser("reset", help="forget an application's progress and state, or (--store) "
+                                     "one store's state")
     app_options(p)
+    p.add_argument("--store", action="append", metavar="NAME", default=[],
+                   help="rebuild just this store (repeatable) at the next start, from the "
+                        "earliest offsets of its input topics; the others keep their state")
     p.set_defaults(func=cmd_reset)
     p = sub.add_parser("query", help="read a queryable store of an application")
     app_options(p)

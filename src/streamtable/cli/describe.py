@@ -1,8 +1,10 @@
 """``streamtable describe app.py [--format text|mermaid|dot]``: what an application reads,
-writes and keeps, under its real names.
+writes and keeps, under its real names; ``streamtable describe --diff OLD.py NEW.py``: what
+deploying NEW over OLD's state keeps, rebuilds and drops (see docs/upgrading.md).
 
     streamtable describe examples/word_count/app.py
     streamtable describe examples/share_holders/app.py --format mermaid
+    streamtable describe --diff app-v1.py app-v2.py
 """
 
 from __future__ import annotations
@@ -33,10 +35,39 @@ def summary(topology: Topology, config: StreamsConfig, app_file: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def upgrade_text(old_file: str, new_file: str, args: argparse.Namespace) -> tuple[str, bool]:
+    """What deploying ``new_file`` over the state of ``old_file`` does, and whether the start
+    would be refused."""
+    from streamtable.cli import _settings, app_topology, load_app
+    from streamtable.topology.evolution import plan_upgrade
+    from streamtable.topology.fingerprint import topology_fingerprint
+
+    old = topology_fingerprint(app_topology(load_app(old_file)))
+    module = load_app(new_file)
+    config = StreamsConfig(_settings(module, argparse.Namespace(**{**vars(args),
+                                                                   "app": new_file})))
+    plan = plan_upgrade(old, topology_fingerprint(app_topology(module)))
+    start = str(config["upgrade.new.state.from"])
+    lines = [f"Upgrading {config.application_id} from {old_file} to {new_file} "
+             f"(new state from: {start}):", plan.text(start).rstrip("\n")]
+    refused = bool(plan.refused or plan.refused_whole)
+    if refused:
+        lines.append(f"The start would be refused: {plan.refusal(config.application_id, new_file)}")
+    lines.append("(At the start a store is also refused when the partition counts of its input "
+                 "topics changed.)")
+    return "\n".join(lines) + "\n", refused
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     from streamtable.cli import _settings, app_topology, load_app
     from streamtable.topology.diagram import dot, mermaid
 
+    if args.diff:
+        text, refused = upgrade_text(args.diff[0], args.diff[1], args)
+        print(text, end="")
+        return 1 if refused else 0
+    if args.app is None:
+        raise SystemExit("streamtable: describe needs an application file, or --diff OLD NEW")
     module = load_app(args.app)
     topology = app_topology(module)
     config = StreamsConfig(_settings(module, args))

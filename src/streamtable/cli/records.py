@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from streamtable.errors import StreamsError
+from streamtable.records import Headers, to_headers
 from streamtable.serde import Serde, serde_from
 
 log = logging.getLogger("streamtable")
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
-_JSON_FIELDS = {"key", "value", "timestamp", "partition"}
+_JSON_FIELDS = {"key", "value", "timestamp", "partition", "headers"}
 
 
 class InputError(StreamsError):
@@ -152,6 +153,7 @@ class InputRecord:
     value: Any
     timestamp: int | None = None
     partition: int | None = None
+    headers: Headers = ()
 
 
 class _NotJson(ValueError):
@@ -214,9 +216,12 @@ def parse_records(lines: Iterable[str], key_serde: Serde, value_serde: Serde, fm
     """The records of input lines (blank lines skipped). ``fmt``: ``tsv``, ``json`` or ``auto``
     (JSON lines when the first record line is one, else ``key<TAB>value``).
 
-    >>> from streamtable.serde import STRING, LONG
+    >>> from streamtable.serde import STRING, LONG, JSON
     >>> [(r.key, r.value) for r in parse_records(["a\\t1", "2"], STRING, LONG)]
     [('a', 1), (None, 2)]
+    >>> line = '{"key": "a", "value": 1, "headers": {"trace-id": "t1"}}'
+    >>> next(parse_records([line], JSON, JSON)).headers
+    (('trace-id', b't1'),)
     """
     mode = None if fmt == "auto" else fmt
     warned = False
@@ -248,9 +253,14 @@ def parse_records(lines: Iterable[str], key_serde: Serde, value_serde: Serde, fm
                 if obj is None:
                     raise ValueError('expected a JSON object {"key": .., "value": .., '
                                      '"timestamp": ..} (fields: key, value, timestamp, '
-                                     'partition)')
+                                     'partition, headers)')
+                try:
+                    headers = to_headers(obj.get("headers"))
+                except TypeError as e:
+                    raise ValueError(f'"headers": {e} (write {{"name": "value"}} or '
+                                     '[["name", "value"], ...])') from None
                 yield InputRecord(obj.get("key"), obj["value"], _timestamp(obj.get("timestamp")),
-                                  obj.get("partition"))
+                                  obj.get("partition"), headers)
             else:
                 key_text, tab, value_text = line.partition("\t")
                 if not tab:
@@ -287,6 +297,8 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[InputRecord],
             extra["timestamp"] = record.timestamp
         if record.partition is not None:
             extra["partition"] = record.partition
+        if record.headers:
+            extra["headers"] = list(record.headers)
         producer.produce(topic, key=key, value=value,
                          on_delivery=lambda err, msg: errors.append(str(err)) if err else None,
                          **extra)
@@ -446,7 +458,8 @@ def add_parsers(sub: Any) -> None:
                             f"(default: ${REGISTRY_ENV})")
 
     p = sub.add_parser("produce", help="write records to a topic: key<TAB>value or JSON lines "
-                                       '{"key", "value", "timestamp"}, from stdin or --file')
+                                       '{"key", "value", "timestamp", "headers"}, from stdin or '
+                                       '--file')
     common(p)
     p.add_argument("--file", help="read the records from this file instead of stdin")
     p.add_argument("--format", choices=("auto", "tsv", "json"), default="auto",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -60,6 +62,22 @@ def _declaration() -> dict[str, Any]:
     return {"operator": method, "declared_at": (frame.f_code.co_filename, frame.f_lineno)}
 
 
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def params_text(*params: Any) -> str:
+    """What decides the meaning of a store's entries besides its upstream (windows, a
+    suppression's settings), as text that is the same for equal settings in any process.
+
+    >>> from streamtable import TimeWindows
+    >>> params_text(TimeWindows.of(60_000))
+    'TimeWindows(size=60000, advance=60000, grace=0)'
+    """
+    text = ", ".join(repr(p) for p in params)
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+
+
 def _maybe_serde(spec: Serde | str | None, key: bool = False) -> Serde | None:
     return None if spec is None else serde_from(spec, key=key)
 
@@ -106,16 +124,79 @@ class StreamsBuilder:
         self._stores: dict[str, StoreSpec] = {}
         self._topics: dict[str, TopicSpec] = {}
         self._index = 0
+        self._ops: dict[str, str] = {}  # node name -> the operator (prefix) that made it
+        # generated store names made so far per (prefix, upstream): the ordinal of the next
+        self._generated: dict[tuple[str, str], int] = {}
 
     # -- naming and graph ------------------------------------------------------------------
     def new_name(self, prefix: str, named: str | None = None) -> str:
         if named is not None:
             if named in self._nodes:
                 raise TopologyError(f"a processor named {named!r} already exists")
+            self._ops[named] = prefix
             return named
         name = f"{prefix}-{self._index:010d}"
         self._index += 1
+        self._ops[name] = prefix
         return name
+
+    def generated_store_name(self, prefix: str, upstream: Iterable[str], *, suffix: str = "",
+                             legacy: str | None = None) -> tuple[str, str]:
+        """A name for a store the user did not name, and its name before stable names
+        (``legacy``, by default Kafka Streams' counter: ``<prefix>-0000000003<suffix>``).
+
+        Kafka Streams numbers generated names by position in the topology, so adding an
+        operator anywhere before a store renames it (KIP-1111). Here the number is a digest of
+        what the store is computed from: the input topics and the stateful operators upstream
+        (``upstream``: the nodes feeding the store's operator), and the store's operator.
+        Adding a branch elsewhere, or stateless operators upstream, keeps the name (the latter
+        changes the store's meaning, which :mod:`streamtable.topology.evolution` detects from
+        the whole upstream). Stores with the same derivation are numbered in the order they
+        are built.
+
+        >>> b = StreamsBuilder()
+        >>> words = b.stream("words")
+        >>> counts = words.group_by_key().count()
+        >>> b2 = StreamsBuilder()
+        >>> words2 = b2.stream("words")
+        >>> words2.filter(lambda k, v: v).to("non-empty")     # a new branch
+        >>> counts2 = words2.group_by_key().count()
+        >>> list(b.build().stores) == list(b2.build().stores)
+        True
+        """
+        old = legacy if legacy is not None else self.new_name(prefix) + suffix
+        seen: dict[str, str] = {}
+        derivation = "|".join([prefix, *(self._skeleton(n, seen) for n in upstream)])
+        ordinal = self._generated.get((prefix, derivation), 0)
+        self._generated[(prefix, derivation)] = ordinal + 1
+        digest = _sha(f"{derivation}#{ordinal}")[:10]
+        return f"{prefix}-{digest}{suffix}", old
+
+    def _skeleton(self, name: str, seen: dict[str, str]) -> str:
+        """A digest of what node ``name``'s records are computed from: its input topics and
+        the stateful operators (and their stores) upstream; stateless operators and
+        repartitions pass their parents' through."""
+        if name in seen:
+            return seen[name]
+        seen[name] = ""  # a cycle (FK joins back to their table) ends here
+        node = self._nodes[name]
+        if node.kind is NodeKind.SOURCE:
+            internal = [t for t in node.topics if self._topics[t].internal]
+            if internal:
+                writers = [n for n, w in self._nodes.items()
+                           if w.kind is NodeKind.SINK and set(w.topics) & set(internal)]
+                parts = [self._skeleton(w, seen) for w in writers]
+                digest = parts[0] if len(parts) == 1 else _sha("+".join(parts))
+            else:
+                digest = _sha("source:" + ",".join(node.topics))
+        else:
+            parents = [self._skeleton(p, seen) for p in node.parents]
+            # a node passing its one parent's records through has that parent's digest
+            digest = parents[0] if len(parents) == 1 and not node.stores else _sha(
+                f"{self._ops.get(name, '')}[{','.join(sorted(node.stores))}]"
+                f"({'+'.join(parents)})")
+        seen[name] = digest
+        return digest
 
     def add_node(
         self,
@@ -126,24 +207,37 @@ class StreamsBuilder:
         kind: NodeKind = NodeKind.PROCESSOR,
         stores: Iterable[str] = (),
         topics: Iterable[str] = (),
+        reads: Iterable[str] = (),
     ) -> Node:
+        """Add a node; ``reads``: those of its ``stores`` it only reads (a join's look-ups), so
+        that a store's meaning is what its writers make of their inputs."""
         node = Node(name, kind, factory, list(parents), [], list(stores), list(topics))
         node.options.update(_declaration())
+        node.options["op"] = self._ops.get(name, "")
+        if reads:
+            node.options["reads"] = list(reads)
         for p in node.parents:
             self._nodes[p].children.append(name)
         self._nodes[name] = node
         return node
 
     def add_store(
-        self, materialized: Materialized | str | None, generated_prefix: str, *,
+        self, materialized: Materialized | str | None, generated_prefix: str,
+        upstream: Iterable[str] = (), legacy_prefix: str | None = None, *,
         versioned_ok: bool = False,
     ) -> StoreSpec:
-        """The store ``materialized`` describes (a generated name when it names none).
+        """A store named by ``materialized``, or else a generated name derived from the
+        ``upstream`` nodes feeding it (see :meth:`generated_store_name`; ``legacy_prefix``: the
+        counter name's prefix before stable names, when not ``generated_prefix``).
         ``versioned_ok``: whether the operation may keep its table in a versioned store (a
         table's source, ``to_table``, ``filter`` and ``map_values``; Kafka Streams advises
         against it for aggregations and joins, whose results have no version history)."""
         mat = as_materialized(materialized) or Materialized()
-        name = mat.name or self.new_name(generated_prefix)
+        name, legacy = mat.name, None
+        if name is None:
+            name, legacy = self.generated_store_name(
+                generated_prefix, upstream,
+                legacy=self.new_name(legacy_prefix) if legacy_prefix else None)
         if name in self._stores:
             raise TopologyError(f"a store named {name!r} already exists")
         spec = StoreSpec(
@@ -153,6 +247,7 @@ class StreamsBuilder:
             queryable=mat.name is not None,
             key_serde=_maybe_serde(mat.key_serde, key=True),
             value_serde=_maybe_serde(mat.value_serde),
+            legacy_name=legacy,
         )
         supplier = mat.supplier
         if isinstance(supplier, VersionedKeyValueStoreSupplier):
@@ -185,7 +280,8 @@ class StreamsBuilder:
                          logging=store.logging, queryable=store.queryable,
                          key_serde=_maybe_serde(store.key_serde, key=True),
                          value_serde=_maybe_serde(store.value_serde),
-                         timestamped=store.timestamped, window_size_ms=store.window_size_ms,
+                         timestamped=store.timestamped, headers=store.headers,
+                         window_size_ms=store.window_size_ms,
                          retention_ms=store.retention_ms,
                          retain_duplicates=store.retain_duplicates,
                          segment_interval_ms=store.segment_interval_ms)
@@ -315,7 +411,8 @@ class StreamsBuilder:
         materialized, key_serde, value_serde = _table_serdes(materialized, key_serde,
                                                              value_serde)
         source = self.add_source([topic], key_serde, value_serde, timestamp_extractor, named)
-        store = self.add_store(materialized, f"{topic}-STATE-STORE", versioned_ok=True)
+        store = self.add_store(materialized, f"{topic}-STATE-STORE", [source],
+                               versioned_ok=True)
         name = self.new_name("KTABLE-SOURCE")
         self.add_node(name, table_source(store), [source], stores=[store.name])
         return KTable(self, name, store.name, versioned=store.kind == "versioned")
@@ -347,7 +444,7 @@ class StreamsBuilder:
             raise TopologyError(f"global table {mat.name!r}: a global table cannot be "
                                 "versioned (as in Kafka Streams); use builder.table")
         source = self.add_source([topic], key_serde, value_serde, None, named)
-        store = self.add_store(materialized, f"{topic}-STATE-STORE")
+        store = self.add_store(materialized, f"{topic}-STATE-STORE", [source])
         store.logging = False  # the topic is the table's changelog
         name = self.new_name("KTABLE-SOURCE")
         store_name = store.name

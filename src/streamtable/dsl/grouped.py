@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from streamtable.dsl.builder import params_text
 from streamtable.dsl.materialized import Materialized, as_materialized
 from streamtable.processors import aggregate as agg
 from streamtable.processors.custom_window import CustomWindowedAggregate
@@ -72,7 +73,7 @@ class KGroupedStream:
         from streamtable.dsl.table import KTable
 
         b = self._stream._builder
-        store = b.add_store(materialized, f"{prefix}-STATE-STORE")
+        store = b.add_store(materialized, f"{prefix}-STATE-STORE", [self._stream._node])
         store.kind = store_kind
         store_name = store.name
         parent = self._stream._node
@@ -215,6 +216,10 @@ class _WindowedKStream(Generic[W]):
                                          lambda s, _: make(s, retention), named,
                                          store_kind=kind)
         table._grace = grace
+        assert table._store is not None
+        # the windows decide what the store's keys mean
+        self._grouped._stream._builder._stores[table._store].params = params_text(
+            self._windows, retention)
         return table.suppress(Suppressed.until_window_closes()) if self._emit.final else table
 
     def _retention(self, materialized: Materialized | None) -> int:
@@ -437,7 +442,7 @@ class KGroupedTable:
         from streamtable.dsl.table import KTable
 
         b = self._builder
-        store = b.add_store(materialized, f"{prefix}-STATE-STORE")
+        store = b.add_store(materialized, f"{prefix}-STATE-STORE", [self._selector_node])
         base = self._name or store.name
         source = b.repartition(self._selector_node, base, self._key_serde, self._value_serde,
                                carries_changes=True)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from streamtable.dsl.builder import params_text
 from streamtable.durations import Duration, to_ms
 from streamtable.errors import TopologyError
 from streamtable.processors.stateless import PassThrough
@@ -114,7 +115,8 @@ def join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any]
     store = table._store
     grace = joined.grace_period_ms
     if grace is None:
-        b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store])
+        b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store],
+                   reads=[store])
         return KStream(b, name)
     spec = b._stores[store]
     if spec.kind != "versioned":
@@ -128,17 +130,34 @@ def join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any]
             f"the stream-table join {name!r} has a grace period of {grace} ms, longer than the "
             f"history retention of its versioned table's store {store!r} ({spec.retention_ms} "
             "ms): the history retention must be at least the grace period")
-    buffer = _internal_store(b, f"{name}-Buffer")
+    # Kafka Streams names the buffer after the join; a generated join name is a counter, so
+    # a generated buffer name is a stable one (as every generated store name is)
+    if named or joined.name:
+        buffer, legacy = f"{name}-Buffer", None
+    else:
+        buffer, legacy = b.generated_store_name("KSTREAM-JOIN", [node], suffix="-Buffer",
+                                                legacy=f"{name}-Buffer")
+    if buffer in b._stores:
+        raise TopologyError(f"a store named {buffer!r} already exists")
+    b._stores[buffer] = StoreSpec(name=buffer, caching=False, legacy_name=legacy)
     b.add_node(name, lambda: BufferedStreamTableJoin(store, joiner, left, grace, buffer),
-               [node], stores=[store, buffer])
+               [node], stores=[store, buffer], reads=[store])
     return KStream(b, name)
 
 
-def _internal_store(b: StreamsBuilder, name: str) -> str:
+def _internal_store(b: StreamsBuilder, name: str | None, legacy: str,
+                    upstream: list[str]) -> str:
+    """A join store: ``name`` (from ``StreamJoined``), or else a name generated from the
+    join's inputs, which was ``legacy`` (the join node's name) before stable names."""
+    legacy_name = None
+    if name is None:
+        prefix = legacy[:-len("-0000000000-store")]
+        name, legacy_name = b.generated_store_name(prefix, upstream, suffix="-store",
+                                                   legacy=legacy)
     if name in b._stores:
         raise TopologyError(f"a store named {name!r} already exists")
     # join stores are not cached (every join result is forwarded) nor queryable
-    b._stores[name] = StoreSpec(name=name, caching=False)
+    b._stores[name] = StoreSpec(name=name, caching=False, legacy_name=legacy_name)
     return name
 
 
@@ -196,27 +215,31 @@ def join_streams(this: KStream, other: KStream, joiner: Callable[[Any, Any], Any
     base = joined.store_name
     this_suffix = "-outer-this-join" if right_outer else "-this-join"
     other_suffix = "-outer-other-join" if left_outer else "-other-join"
-    this_store = _internal_store(b, f"{base}{this_suffix}-store" if base else f"{join_this}-store")
-    other_store = _internal_store(
-        b, f"{base}{other_suffix}-store" if base else f"{join_other}-store")
+    inputs = [this_node, other_node]
+    this_store = _internal_store(b, f"{base}{this_suffix}-store" if base else None,
+                                 f"{join_this}-store", inputs)
+    other_store = _internal_store(b, f"{base}{other_suffix}-store" if base else None,
+                                  f"{join_other}-store", inputs)
     outer_store = None
     if left_outer:
         shared_suffix = "-outer-shared-join" if right_outer else "-left-shared-join"
-        shared = (f"{base}{shared_suffix}-store" if base else
-                  join_this.replace("JOINTHIS", "OUTERSHARED").replace("OUTERTHIS",
-                                                                       "OUTERSHARED") + "-store")
-        outer_store = _internal_store(b, shared)
+        shared = join_this.replace("JOINTHIS", "OUTERSHARED").replace("OUTERTHIS",
+                                                                      "OUTERSHARED")
+        outer_store = _internal_store(b, f"{base}{shared_suffix}-store" if base else None,
+                                      f"{shared}-store", inputs)
     held = [outer_store] if outer_store else []
+    for store in (this_store, other_store, *held):
+        b._stores[store].params = params_text(windows)  # what the stores keep, and how long
     b.add_node(this_windowed, lambda: StreamJoinWindow(this_store, windows), [this_node],
                stores=[this_store])
     b.add_node(other_windowed, lambda: StreamJoinWindow(other_store, windows), [other_node],
                stores=[other_store])
     b.add_node(join_this, lambda: StreamStreamJoin(True, other_store, outer_store, windows,
                                                    joiner, left_outer),
-               [this_windowed], stores=[other_store, *held])
+               [this_windowed], stores=[other_store, *held], reads=[other_store])
     b.add_node(join_other, lambda: StreamStreamJoin(False, this_store, outer_store, windows,
                                                     joiner, right_outer),
-               [other_windowed], stores=[this_store, *held])
+               [other_windowed], stores=[this_store, *held], reads=[this_store])
     b.add_node(merge, PassThrough, [join_this, join_other])
     return KStream(b, merge)
 

@@ -7,7 +7,9 @@ by name once connected: ``stream.process(MyProcessor, "store-name")``.
 Key-value stores (``Stores.key_value_store_builder``) give a processor a
 :class:`~streamtable.processors.user.KeyValueStoreView`; timestamped ones
 (``Stores.timestamped_key_value_store_builder``) hold
-:class:`~streamtable.state.timestamped.ValueAndTimestamp` values; window stores
+:class:`~streamtable.state.timestamped.ValueAndTimestamp` values, and
+``Stores.timestamped_key_value_store_with_headers_builder``
+:class:`~streamtable.state.timestamped.ValueTimestampHeaders` values; window stores
 (``Stores.window_store_builder``) give a :class:`~streamtable.state.window_store.WindowStore`;
 versioned stores (``Stores.versioned_key_value_store_builder``) give a
 :class:`~streamtable.state.versioned.VersionedKeyValueStore`. A versioned store supplier also
@@ -68,7 +70,7 @@ class StoreBuilder:
     ``kind`` is ``"key-value"``, ``"window"`` (then with the window store's size, retention
     and duplicates policy) or ``"versioned"`` (then with its history retention in
     ``retention_ms`` and its segment interval); ``timestamped`` stores hold values with their
-    timestamps.
+    timestamps, and ``headers`` stores with the headers of the record that wrote them too.
 
     >>> StoreBuilder("last-state").with_queryable().queryable
     True
@@ -82,6 +84,7 @@ class StoreBuilder:
     persistent: bool = False
     kind: str = "key-value"
     timestamped: bool = False
+    headers: bool = False
     window_size_ms: int | None = None
     retention_ms: int | None = None
     retain_duplicates: bool = False
@@ -169,6 +172,30 @@ class Stores:
         """
         return StoreBuilder(supplier.name, key_serde, value_serde,
                             persistent=supplier.persistent, timestamped=True)
+
+    @staticmethod
+    def persistent_timestamped_key_value_store_with_headers(name: str) -> KeyValueStoreSupplier:
+        """The same as :meth:`persistent_key_value_store` (KIP-1271's name): whether values
+        carry timestamps and headers is the builder's choice
+        (:meth:`timestamped_key_value_store_with_headers_builder`)."""
+        return KeyValueStoreSupplier(name, persistent=True)
+
+    @staticmethod
+    def timestamped_key_value_store_with_headers_builder(
+            supplier: KeyValueStoreSupplier, key_serde: Serde | str | None = None,
+            value_serde: Serde | str | None = None) -> StoreBuilder:
+        """A key-value store whose values carry their timestamps and the headers of the record
+        that wrote them (Kafka Streams' ``TimestampedKeyValueStoreWithHeaders``, KIP-1271): a
+        processor puts and gets
+        :class:`~streamtable.state.timestamped.ValueTimestampHeaders` values.
+
+        >>> b = Stores.timestamped_key_value_store_with_headers_builder(
+        ...     Stores.persistent_timestamped_key_value_store_with_headers("last-event"))
+        >>> b.timestamped, b.headers
+        (True, True)
+        """
+        return StoreBuilder(supplier.name, key_serde, value_serde,
+                            persistent=supplier.persistent, timestamped=True, headers=True)
 
     @staticmethod
     def persistent_window_store(name: str, retention: int | timedelta,

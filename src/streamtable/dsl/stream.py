@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl.builder import StreamsBuilder, with_key
 from streamtable.dsl.materialized import Materialized
 from streamtable.processors import stateless as sl
+from streamtable.processors.api import Record
 from streamtable.serde import Serde
 
 if TYPE_CHECKING:
@@ -218,15 +220,20 @@ class KStream:
         """
         return BranchedKStream(self, prefix)
 
-    def process(self, supplier: Callable[[], Any], *store_names: str,
-                named: str | None = None) -> KStream:
+    def process(self, supplier: Callable[[], Any] | Callable[[Record], Record | None],
+                *store_names: str, named: str | None = None) -> KStream:
         """Run a processor of your own on every record (Kafka Streams' ``KStream#process``):
         ``supplier()`` makes one :class:`~streamtable.Processor` per task; its ``init(context)``
         gets a :class:`~streamtable.processors.user.ProcessorApiContext` (stores, forwarding,
-        punctuation) and its ``process(record)`` sees each record. ``store_names`` connect
-        stores added with :meth:`StreamsBuilder.add_state_store` (or a DSL store's name). The
-        result is the stream of what the processor forwards; as in Kafka Streams its keys may
-        have changed, so a later grouping or join repartitions.
+        punctuation) and its ``process(record)`` sees each record, with its timestamp and
+        headers. ``store_names`` connect stores added with
+        :meth:`StreamsBuilder.add_state_store` (or a DSL store's name). The result is the
+        stream of what the processor forwards; as in Kafka Streams its keys may have changed,
+        so a later grouping or join repartitions.
+
+        A function of one argument is taken as ``fn(record)``, returning the record to forward
+        or None (a :class:`~streamtable.processors.user.RecordFunction`): a processor without
+        a class, for reading or setting headers in one line.
 
         >>> from streamtable import Processor, StreamsBuilder
         >>> from streamtable.dsl.stores import Stores
@@ -241,6 +248,31 @@ class KStream:
         ...     Stores.in_memory_key_value_store("seen")))
         >>> b.stream("in").process(Dedup, "seen").to("out")
         """
+        return self._process(supplier, store_names, named, fixed_key=False)
+
+    def process_values(self, supplier: Callable[[], Any] | Callable[[Record], Record | None],
+                       *store_names: str, named: str | None = None) -> KStream:
+        """Like :meth:`process`, for a processor that keeps each record's key (Kafka Streams'
+        ``KStream#processValues`` and its ``FixedKeyProcessor``): it may change values,
+        timestamps and headers, so a later grouping or join does not repartition. A record it
+        forwards with another key than the one it is processing stops the task with an error
+        naming the processor. It is the DSL's way to headers, as in Kafka Streams: read
+        ``record.headers``, set them with ``record.with_headers(...)``.
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> (b.stream("in")
+        ...     .process_values(lambda r: r.with_headers(r.headers + (("seen-by", b"app"),)))
+        ...     .to("out"))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input("k", 1, headers={"trace-id": "t1"})
+        >>> driver.create_output_topic("out").read_records()[0].headers
+        (('trace-id', b't1'), ('seen-by', b'app'))
+        """
+        return self._process(supplier, store_names, named, fixed_key=True)
+
+    def _process(self, supplier: Callable[..., Any], store_names: tuple[str, ...],
+                 named: str | None, fixed_key: bool) -> KStream:
         from streamtable.errors import TopologyError
 
         b = self._builder
@@ -248,11 +280,15 @@ class KStream:
             if s not in b._stores:
                 raise TopologyError(f"no store named {s!r}: add it with "
                                     "builder.add_state_store(...) first")
-        name = b.new_name("KSTREAM-PROCESSOR", named)
+        name = b.new_name("KSTREAM-PROCESSVALUES" if fixed_key else "KSTREAM-PROCESSOR",
+                          named)
         # a global store is readable by every processor: naming it connects nothing
         local = [s for s in store_names if not _is_global_store(b, s)]
-        node = b.add_node(name, _user_supplier(supplier, name), [self._node], stores=local)
+        node = b.add_node(name, _user_supplier(supplier, name, fixed_key), [self._node],
+                          stores=local)
         node.options["user"] = True
+        if fixed_key:
+            return KStream(b, name, self._repartition_required)
         return KStream(b, name, repartition_required=True)
 
     def to(
@@ -440,7 +476,8 @@ class KStream:
         node = self._node
         if self._repartition_required:
             node = b.repartition(node, b.new_name("KSTREAM-TOTABLE-REPARTITION"))
-        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE", versioned_ok=True)
+        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE", [node],
+                            versioned_ok=True)
         name = b.new_name("KSTREAM-TOTABLE", named)
         b.add_node(name, table_source(store), [node], stores=[store.name])
         return KTable(b, name, store.name, versioned=store.kind == "versioned")
@@ -453,23 +490,48 @@ def _is_global_store(builder: StreamsBuilder, store: str) -> bool:
                for node in builder._nodes.values())
 
 
-def _user_supplier(supplier: Callable[[], Any], name: str) -> Callable[[], Any]:
-    """``supplier`` checked to make :class:`~streamtable.Processor` instances."""
+def _user_supplier(supplier: Callable[..., Any], name: str,
+                   fixed_key: bool = False) -> Callable[[], Any]:
+    """``supplier`` checked to make :class:`~streamtable.Processor` instances, or a function
+    of one record made into one (:class:`~streamtable.processors.user.RecordFunction`); with
+    ``fixed_key``, each processor is made to keep its records' keys."""
     from streamtable.errors import TopologyError
     from streamtable.processors.api import Processor
+    from streamtable.processors.user import RecordFunction, fix_key
 
     if isinstance(supplier, Processor):
         raise TopologyError(f"process() of {name} needs a supplier of processors (the class, "
                             "or a function making a new one per task), not an instance")
+    if _is_record_function(supplier):
+        fn = supplier
+
+        def supplier() -> Processor:
+            return RecordFunction(fn)
 
     def make() -> Processor:
         proc = supplier()
         if not isinstance(proc, Processor):
             raise TopologyError(f"the supplier of {name} made a {type(proc).__name__}; a "
                                 "processor subclasses streamtable.Processor")
+        if fixed_key:
+            fix_key(proc)
         return proc
 
     return make
+
+
+def _is_record_function(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is a function of a record (one required positional parameter) rather
+    than a supplier of processors (a class, or a function of no argument)."""
+    if isinstance(fn, type):
+        return False
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    required = [p for p in params
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    return len(required) == 1
 
 
 class BranchedKStream:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from streamtable.dsl.builder import StreamsBuilder, with_key
+from streamtable.dsl.builder import StreamsBuilder, params_text, with_key
 from streamtable.dsl.materialized import Materialized
 from streamtable.processors import table as tp
 from streamtable.serde import Serde
@@ -76,7 +76,8 @@ class KTable:
         store = None
         versioned = self._versioned
         if materialized is not None:
-            spec = b.add_store(materialized, f"{prefix}-STATE-STORE", versioned_ok=True)
+            spec = b.add_store(materialized, f"{prefix}-STATE-STORE", [self._node],
+                               versioned_ok=True)
             store, versioned = spec.name, spec.kind == "versioned"
         name = b.new_name(prefix, named)
         b.add_node(name, lambda: make(store), [self._node], stores=[store] if store else [])
@@ -173,7 +174,10 @@ class KTable:
                 "windowed_by(...) aggregation")
         b = self._builder
         name = b.new_name("KTABLE-SUPPRESS", named)
-        store = b.add_store(None, f"{name}-STATE-STORE").name
+        # named after the node before stable names: <node>-STATE-STORE-<counter>
+        store = b.add_store(None, f"{named or 'KTABLE-SUPPRESS'}-STATE-STORE", [self._node],
+                            legacy_prefix=f"{name}-STATE-STORE").name
+        b._stores[store].params = params_text(suppressed, grace)
         if limit is not None:
             b.add_node(name, lambda: SuppressUntilTimeLimit(store, limit, buffer), [self._node],
                        stores=[store])
@@ -296,12 +300,13 @@ class KTable:
         this_side = b.new_name(f"{prefix}-THIS")
         other_side = b.new_name(f"{prefix}-OTHER")
         b.add_node(this_side, lambda: TableTableJoin(right_store, joiner, mode, this_side=True),
-                   [self._node], stores=[right_store])
+                   [self._node], stores=[right_store], reads=[right_store])
         b.add_node(other_side, lambda: TableTableJoin(left_store, joiner, mode, this_side=False),
-                   [other._node], stores=[left_store])
+                   [other._node], stores=[left_store], reads=[left_store])
         store = None
         if materialized is not None:
-            store = b.add_store(materialized, f"{prefix}-STATE-STORE").name
+            store = b.add_store(materialized, f"{prefix}-STATE-STORE",
+                                [this_side, other_side]).name
         merge = b.new_name("KTABLE-MERGE", named)
         b.add_node(merge, lambda: TableJoinMerge(store), [this_side, other_side],
                    stores=[store] if store else [])
@@ -321,7 +326,8 @@ class KTable:
                 "pass materialized= to the operator that created it"
             )
         b = self._builder
-        result = b.add_store(materialized, "KTABLE-FK-JOIN-OUTPUT-STATE-STORE")
+        both = [self._node, other._node]
+        result = b.add_store(materialized, "KTABLE-FK-JOIN-OUTPUT-STATE-STORE", both)
         base = named or result.name
         sub_topic = f"{base}-subscription-registration"
         mirror_topic = f"{base}-subscription-mirror"
@@ -347,19 +353,20 @@ class KTable:
         b.add_node(mirror_sink, lambda: SinkProcessor(mirror_topic, None, None), [send],
                    kind=NodeKind.SINK, topics=[mirror_topic])
 
-        subs = b.add_store(None, "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE").name
+        subs = b.add_store(None, "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE", both).name
         b._stores[subs].logging = True
         sub_source = b.add_source([sub_topic], None, None, internal=True)
         receive = b.new_name("KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR")
         b.add_node(receive, lambda: fk.SubscriptionReceive(subs, right_store), [sub_source],
-                   stores=[subs, right_store])
+                   stores=[subs, right_store], reads=[right_store])
         change = b.new_name("KTABLE-FK-JOIN-FOREIGN-CHANGE")
-        b.add_node(change, lambda: fk.ForeignTableChange(subs), [other._node], stores=[subs])
+        b.add_node(change, lambda: fk.ForeignTableChange(subs), [other._node], stores=[subs],
+                   reads=[subs])
         response_sink = b.new_name("KTABLE-SINK")
         b.add_node(response_sink, lambda: SinkProcessor(response_topic, None, None),
                    [receive, change], kind=NodeKind.SINK, topics=[response_topic])
 
-        mirror = b.add_store(None, "KTABLE-FK-JOIN-MIRROR-STATE-STORE").name
+        mirror = b.add_store(None, "KTABLE-FK-JOIN-MIRROR-STATE-STORE", both).name
         mirror_source = b.add_source([mirror_topic], None, None, internal=True)
         # a batch's left values before the answers about them (see processors.fk_join)
         b._nodes[mirror_source].options["process_first"] = True
@@ -369,7 +376,7 @@ class KTable:
         out = b.new_name("KTABLE-FK-JOIN-OUTPUT")
         result_name = result.name
         b.add_node(out, lambda: fk.ResponseJoin(mirror, result_name, joiner, left_join),
-                   [response_source], stores=[mirror, result_name])
+                   [response_source], stores=[mirror, result_name], reads=[mirror])
         # one operation to the reader: diagrams draw these nodes as one box per sub-topology
         for node in (send, sub_sink, mirror_sink, sub_source, receive, change, response_sink,
                      mirror_source, mirror_node, response_source, out):

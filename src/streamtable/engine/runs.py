@@ -140,12 +140,13 @@ class TableRun:
         store = self._table.store
         get = store.get
         hold = self._table.forwarder.hold
+        keep_headers = self._table.keep_headers
         for key, (new, offset, ts, raw_key, raw_value, headers, topic, partition) in (
                 pending.items()):
             stored = get(key)
             if new is None:
                 store.delete(key)
             else:
-                store.put(key, (new, ts))
+                store.put(key, (new, ts, headers) if keep_headers else (new, ts))
             hold(key, new, None if stored is None else stored[0], ts, headers,
                  RawRecord(topic, partition, offset, ts, raw_key, raw_value, headers))

@@ -186,6 +186,14 @@ class Task:
         spec = self.topology.stores[store_name]
         return self.config.caching_enabled if spec.caching is None else spec.caching
 
+    def store_headers(self, store_name: str) -> bool:
+        """Whether ``store_name`` keeps the headers of the records that wrote its values
+        (``(value, timestamp, headers)``, not ``(value, timestamp)``)."""
+        spec = self.topology.stores.get(store_name)
+        if spec is None or spec.headers is None:
+            return self.config.store_headers
+        return spec.headers
+
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         readers = sum(store_name in self.topology.nodes[n].stores for n in self.subtopology.nodes)
         fw = ChangeForwarder(processor, self.caching_enabled(store_name), self.cache_max_entries,
@@ -461,6 +469,9 @@ class TaskContext:
 
     def caching_enabled(self, store_name: str) -> bool:
         return self._task.caching_enabled(store_name)
+
+    def store_headers(self, store_name: str) -> bool:
+        return self._task.store_headers(store_name)
 
     def register_flush(self, flush: Callable[[], bool]) -> None:
         self._task.register_flush(flush)

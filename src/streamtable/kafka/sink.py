@@ -5,7 +5,9 @@ streamtable's processing is deterministic, so a replay produces the same records
 per-partition order. :func:`produce_rows` uses that to make replays harmless:
 
 * every record carries headers ``streamtable.app``, ``streamtable.writer``, ``streamtable.batch``
-  and ``streamtable.seq`` (the record's index among this batch's records for its partition);
+  and ``streamtable.seq`` (the record's index among this batch's records for its partition),
+  after its own headers; own headers of those names (a record read from another streamtable
+  application's output carries them) are replaced, not repeated;
 * when a batch may have been (partly) produced before, the sink reads the tail of each partition
   it writes to, collects the ``seq`` numbers already there for this app, writer and batch id, and
   skips those records; nothing is duplicated and nothing is lost;
@@ -67,6 +69,7 @@ __all__ = [
     "HEADER_BATCH",
     "HEADER_SEQ",
     "SinkRecord",
+    "batch_started",
     "ProduceResult",
     "KafkaSinkError",
     "KafkaDeliveryError",
@@ -82,6 +85,7 @@ HEADER_WRITER = "streamtable.writer"
 HEADER_BATCH = "streamtable.batch"
 HEADER_SEQ = "streamtable.seq"
 _OWN_HEADERS = (HEADER_APP, HEADER_WRITER, HEADER_BATCH, HEADER_SEQ)
+_OWN_SET = frozenset(_OWN_HEADERS)
 
 
 class KafkaSinkError(StreamsError):
@@ -231,6 +235,13 @@ def _fields_of(row: Any) -> tuple[str, bytes | None, bytes | None, int | None, A
 
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"
+
+
+def batch_started(commit_dir: str | os.PathLike[str], app_id: str, writer_id: str,
+                  batch_id: int) -> bool:
+    """Whether writer ``writer_id`` of ``app_id`` started producing batch ``batch_id`` (its
+    ``started`` marker under ``commit_dir``): some of the batch's output may be in Kafka."""
+    return _Markers(commit_dir, app_id, writer_id).exists(batch_id, "started")
 
 
 class _Markers:
@@ -590,7 +601,11 @@ def produce_rows(
                 if seq in present[tp]:
                     result.skipped += 1
                     continue
-            headers: list[Any] = _to_headers(user_headers) if user_headers else []
+            # a record read from another streamtable application's output carries that
+            # writer's tags: ours replace them, so each record has one of each (the tail scan
+            # reads the last)
+            headers: list[Any] = ([h for h in _to_headers(user_headers) if h[0] not in _OWN_SET]
+                                  if user_headers else [])
             headers += own_headers
             headers.append((HEADER_SEQ, b"%d" % seq))
             while True:

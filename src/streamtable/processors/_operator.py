@@ -81,6 +81,12 @@ class InternalProcessorContext(Protocol):
         """Whether ``store_name`` caches (forwards only the last change per key per commit)."""
         ...
 
+    def store_headers(self, store_name: str) -> bool:
+        """Whether ``store_name`` keeps each value with the headers of the record that wrote
+        it: ``(value, timestamp, headers)`` (``dsl.store.format=headers``), else
+        ``(value, timestamp)``."""
+        ...
+
     def register_flush(self, flush: Callable[[], bool]) -> None:
         """Have ``flush()`` called at every commit, with the caches, until none of them holds
         anything (it returns whether it forwarded anything)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from streamtable.durations import Duration
-from streamtable.records import Headers
+from streamtable.records import Headers, HeadersLike, to_headers
 
 if TYPE_CHECKING:
     from streamtable.serde import Serde
@@ -63,10 +63,19 @@ class Change(Generic[V]):
 
 
 class Record:
-    """A key, a value, an event-time timestamp in milliseconds, and headers.
+    """A key, a value, an event-time timestamp in milliseconds, and headers (Kafka Streams'
+    ``api.Record``).
+
+    ``headers`` are the record's Kafka headers as a tuple of ``(name, value)`` pairs (values
+    are bytes or None), in order; they travel with the record through every operator and are
+    written with it to output topics. A record is immutable: ``with_value``,
+    ``with_headers``... return a new one.
 
     >>> Record("k", 1, 1000).with_value(2)
     Record(key='k', value=2, timestamp=1000)
+    >>> r = Record("k", 1, 1000, (("trace-id", b"abc"),))
+    >>> r.last_header("trace-id"), r.with_headers({"tenant": "t1"}).headers
+    (b'abc', (('tenant', b't1'),))
     """
 
     __slots__ = ("key", "value", "timestamp", "headers")
@@ -105,6 +114,28 @@ class Record:
         """
         return Record(self.key, self.value, timestamp, self.headers)
 
+    def with_headers(self, headers: HeadersLike) -> Record:
+        """This record with other headers (Kafka Streams' ``withHeaders``): ``(name, value)``
+        pairs or a mapping, values as bytes, text (written as UTF-8) or None. To add one,
+        keep the others: ``record.with_headers(record.headers + (("name", b"v"),))``.
+
+        >>> Record("k", 1, 1000).with_headers([("source", "web")]).headers
+        (('source', b'web'),)
+        """
+        return Record(self.key, self.value, self.timestamp, to_headers(headers))
+
+    def last_header(self, name: str) -> bytes | None:
+        """The value of the last header named ``name`` (Kafka's ``Headers.lastHeader``), or
+        None when the record has none of that name.
+
+        >>> Record("k", 1, 0, (("v", b"1"), ("v", b"2"))).last_header("v")
+        b'2'
+        """
+        for key, value in reversed(self.headers):
+            if key == name:
+                return value
+        return None
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Record)
@@ -115,7 +146,9 @@ class Record:
         )
 
     def __repr__(self) -> str:
-        return f"Record(key={self.key!r}, value={self.value!r}, timestamp={self.timestamp})"
+        headers = f", headers={self.headers!r}" if self.headers else ""
+        return (f"Record(key={self.key!r}, value={self.value!r}, "
+                f"timestamp={self.timestamp}{headers})")
 
 
 class RecordMetadata(NamedTuple):

@@ -158,7 +158,7 @@ class SlidingWindowedAggregate(KeyedWindows[SlidingWindows]):
         if wkey.end < close_time:
             self.context.record_dropped(self.name, "late record for a closed window")
             return
-        agg, agg_ts = stored
+        agg, agg_ts = stored[0], stored[1]  # a store keeping headers holds them third
         new = self.aggregator(record.key, record.value, agg)
         ts = record.timestamp
         if exists:
@@ -167,7 +167,7 @@ class SlidingWindowedAggregate(KeyedWindows[SlidingWindows]):
                 ts = agg_ts
         else:
             old = None
-        if new is None:
+        if new is None or self.keep_headers:
             self.write(wkey, new, old, ts, record.headers)
             return
         # write(), inlined: the windows a record updates are many where a key is busy

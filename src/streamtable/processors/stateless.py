@@ -199,3 +199,14 @@ class DropNullKeys(StatelessProcessor):
             down(key, value, timestamp, headers)
 
         return receive
+
+
+class Discard(StatelessProcessor):
+    """Drops every record: stands for the branches an upgrade's backfill leaves out (see
+    ``runtime/spark/upgrade.py``), so that a parent forwarding to them by name still can."""
+
+    def make_receiver(self, down: Receiver) -> Receiver:
+        def receive(key: Any, value: Any, timestamp: int, headers: Headers) -> None:
+            return None
+
+        return receive

@@ -8,7 +8,8 @@ other side with the same key whose timestamp lies in ``[ts - before, ts + after]
 left; mirrored from the right), at the larger of the two timestamps.
 
 Left and outer joins hold a record that found no partner in the shared outer store
-(``(timestamp, is_left, key) -> ([values], timestamp)``) until its window closes (stream time
+(``(timestamp, is_left, key) -> ([values], timestamp)``; with ``dsl.store.format=headers`` also
+each value's headers, which it is emitted with) until its window closes (stream time
 beyond ``ts + after + grace`` for a left record, ``ts + before + grace`` for a right one); a
 partner arriving meanwhile removes it, otherwise it is emitted with ``None`` for the other side.
 Held records are emitted when a record arrives whose timestamp is the join's stream time, in
@@ -42,6 +43,7 @@ from typing import Any, TypeVar
 
 from streamtable.processors._operator import InternalProcessorContext, Operator
 from streamtable.processors.api import Record
+from streamtable.records import Headers
 from streamtable.state.stores import key_order
 from streamtable.windowing import JoinWindows
 
@@ -259,8 +261,12 @@ class OuterStore(_TaskShared):
     key order (in store order at equal key order, as a stable sort of the store gives them).
     """
 
-    def __init__(self, store: Any, context: InternalProcessorContext) -> None:
+    def __init__(self, store: Any, context: InternalProcessorContext,
+                 keep_headers: bool = False) -> None:
         super().__init__(store, context)
+        # dsl.store.format=headers: each held value keeps its record's headers, a third
+        # element of the entry (one headers tuple per value), and is emitted with them
+        self.keep_headers = keep_headers
         self._built = False
         self._times = (_Times(), _Times())  # right, left: indexed by is_left
         self._keys: tuple[dict[int, list[Any]], dict[int, list[Any]]] = ({}, {})
@@ -286,14 +292,23 @@ class OuterStore(_TaskShared):
     def set_tracker(self, stream_time: int, min_time: int) -> None:
         self.store.put(META, ((stream_time, min_time), stream_time))
 
-    def hold(self, timestamp: int, is_left: bool, key: Any, value: Any) -> None:
-        """Hold ``value`` of ``key`` (after those held at the same timestamp and side)."""
+    def hold(self, timestamp: int, is_left: bool, key: Any, value: Any,
+             headers: Headers = ()) -> None:
+        """Hold ``value`` of ``key`` (after those held at the same timestamp and side), with
+        its record's ``headers`` when the store keeps them."""
         self._index()
         hkey = (timestamp, is_left, key)
         stored = self.store.get(hkey)
         values = [] if stored is None else list(stored[0])
         values.append(value)
-        self.store.put(hkey, (values, timestamp))
+        if self.keep_headers:
+            # values held before the store kept headers have none
+            held_headers = ([] if stored is None else list(stored[2]) if len(stored) > 2
+                            else [()] * len(stored[0]))
+            held_headers.append(headers)
+            self.store.put(hkey, (values, timestamp, held_headers))
+        else:
+            self.store.put(hkey, (values, timestamp))
         if stored is None:
             keys = self._keys[is_left]
             held = keys.get(timestamp)
@@ -402,7 +417,8 @@ class StreamStreamJoin(Operator):
         super().init(context)
         self.other = JoinWindowStore.of(context, self.other_store, self.windows.retention)
         self.held = (None if self.outer_store is None
-                     else OuterStore.of(context, self.outer_store))
+                     else OuterStore.of(context, self.outer_store,
+                                        context.store_headers(self.outer_store)))
 
     def _join(self, mine: Any, theirs: Any) -> Any:
         return self.joiner(mine, theirs) if self.left_side else self.joiner(theirs, mine)
@@ -444,7 +460,7 @@ class StreamStreamJoin(Operator):
             self.forward(record.with_value(self._join(record.value, None)))
             return
         self._set_tracker(stream_time, min(min_time, ts))
-        self.held.hold(ts, self.left_side, record.key, record.value)
+        self.held.hold(ts, self.left_side, record.key, record.value, record.headers)
 
     def _emit_closed(self, record: Record, stream_time: int) -> None:
         """Emit (and forget) the held records whose window has closed."""
@@ -461,8 +477,13 @@ class StreamStreamJoin(Operator):
         min_time = held.min_time_after_scan(open_left, open_right)
         while (hkey := held.first_closed(open_left, open_right)) is not None:
             held_ts, is_left, key = hkey
-            for v in held.store.get(hkey)[0]:
+            stored = held.store.get(hkey)
+            # Kafka Streams emits a held record with the headers of the record that closed
+            # its window; a store keeping headers gives it its own (KIP-1271's outer store)
+            held_headers = (stored[2] if held.keep_headers and len(stored) > 2
+                            else [() if held.keep_headers else record.headers] * len(stored[0]))
+            for v, headers in zip(stored[0], held_headers, strict=True):
                 joined = self.joiner(v, None) if is_left else self.joiner(None, v)
-                self.forward(Record(key, joined, held_ts, record.headers))
+                self.forward(Record(key, joined, held_ts, headers))
             held.release(held_ts, is_left, key)
         self._set_tracker(stream_time, min_time)

@@ -24,13 +24,21 @@ OUT_OF_ORDER = "out-of-order update of a versioned table in a table-table join"
 
 class StoringProcessor(Operator):
     """A processor that keeps a (value, timestamp) store and forwards its changes through a
-    ChangeForwarder, so that caching applies to it. In a versioned store (KIP-914) each
-    change is put as a version at its timestamp and forwarded at once (versioned stores have
-    no cache), marked ``is_latest=False`` when it is older than the key's latest version; a
-    put the store refuses as older than its history retention is not forwarded."""
+    ChangeForwarder, so that caching applies to it.
+
+    With ``dsl.store.format=headers`` (``keep_headers``) the store holds ``(value, timestamp,
+    headers)``: the headers of the record whose change wrote the value, the ones the change is
+    forwarded with. The choice is made once, at ``init``, so the default path pays nothing.
+
+    In a versioned store (KIP-914) each change is put as a version at its timestamp and
+    forwarded at once (versioned stores have no cache), marked ``is_latest=False`` when it is
+    older than the key's latest version; a put the store refuses as older than its history
+    retention is not forwarded. A versioned store keeps values and timestamps, not headers.
+    """
 
     store_name: str | None = None
     forwarder: ChangeForwarder
+    keep_headers = False
     versioned: VersionedKeyValueStore | None = None
 
     def init(self, context: InternalProcessorContext) -> None:
@@ -38,8 +46,12 @@ class StoringProcessor(Operator):
         if self.store_name is not None:
             self.store = context.get_state_store(self.store_name)
             self.versioned = context.versioned_store(self.store_name)
-            if self.versioned is None:
-                self.forwarder = context.change_forwarder(self, self.store_name)
+            if self.versioned is not None:
+                return
+            self.forwarder = context.change_forwarder(self, self.store_name)
+            self.keep_headers = context.store_headers(self.store_name)
+            if self.keep_headers:
+                self.emit = self._emit_with_headers  # type: ignore[method-assign]
 
     def emit(self, key: Any, new: Any, old: Any, record: Record, is_latest: bool = True,
              keep_empty: bool = False) -> None:
@@ -62,6 +74,15 @@ class StoringProcessor(Operator):
             self.store.delete(key)
         else:
             self.store.put(key, (new, record.timestamp))
+        self.forwarder.forward(key, new, old, record.timestamp, record.headers)
+
+    def _emit_with_headers(self, key: Any, new: Any, old: Any, record: Record,
+                           is_latest: bool = True, keep_empty: bool = False) -> None:
+        """:meth:`emit` into a store that keeps headers (see the class)."""
+        if new is None:
+            self.store.delete(key)
+        else:
+            self.store.put(key, (new, record.timestamp, record.headers))
         self.forwarder.forward(key, new, old, record.timestamp, record.headers)
 
 

@@ -9,9 +9,12 @@ punctuations on its behalf). Stores appear as Kafka Streams' store interfaces ov
 ``Stores.key_value_store_builder``, a :class:`TimestampedKeyValueStoreView`
 (:class:`~streamtable.state.timestamped.ValueAndTimestamp` values) for a timestamped one and for
 every store the DSL made (a table's, an aggregation's), a
-:class:`~streamtable.state.window_store.WindowStore` for a window store, and a
-:class:`~streamtable.state.versioned.VersionedKeyValueStore` for a versioned store (a user's,
-or a versioned table's).
+:class:`TimestampedKeyValueStoreWithHeadersView`
+(:class:`~streamtable.state.timestamped.ValueTimestampHeaders` values) for a store that keeps
+headers (``Stores.timestamped_key_value_store_with_headers_builder``, and the DSL's stores with
+``dsl.store.format=headers``), a :class:`~streamtable.state.window_store.WindowStore` for a
+window store, and a :class:`~streamtable.state.versioned.VersionedKeyValueStore` for a versioned
+store (a user's, or a versioned table's).
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from streamtable.processors.api import (
     Record,
     RecordMetadata,
 )
+from streamtable.records import to_headers
 from streamtable.state.stores import ReadOnlyKeyValueStore, sort_entries
-from streamtable.state.timestamped import ValueAndTimestamp
+from streamtable.state.timestamped import ValueAndTimestamp, ValueTimestampHeaders
 from streamtable.state.window_store import WINDOW_META_STORE, WindowStore
 
 if TYPE_CHECKING:
@@ -91,10 +95,12 @@ class TimestampedKeyValueStoreView(KeyValueStoreView):
     """
 
     def _show(self, stored: Any) -> Any:
-        return None if stored is None else ValueAndTimestamp(*stored)
+        # a DSL store with dsl.store.format=headers holds the headers third
+        return None if stored is None else ValueAndTimestamp(stored[0], stored[1])
 
     def all(self) -> Iterator[tuple[Any, Any]]:
-        return ((k, ValueAndTimestamp(*v)) for k, v in sort_entries(list(self._store.items())))
+        show = self._show
+        return ((k, show(v)) for k, v in sort_entries(list(self._store.items())))
 
     def put(self, key: Any, value: Any) -> None:
         if key is None:
@@ -109,6 +115,39 @@ class TimestampedKeyValueStoreView(KeyValueStoreView):
             self._store.delete(key)
         else:
             self._store.put(key, (value[0], value[1]))
+
+
+class TimestampedKeyValueStoreWithHeadersView(TimestampedKeyValueStoreView):
+    """A task store whose values carry their timestamps and the headers of the record that
+    wrote them, as a user's processor reads and writes it (Kafka Streams'
+    ``TimestampedKeyValueStoreWithHeaders``, KIP-1271): ``get`` gives a
+    :class:`~streamtable.state.timestamped.ValueTimestampHeaders` (or ``None``; a value
+    stored without headers reads with none), ``put`` takes one (a ``ValueAndTimestamp`` is
+    stored with no headers; ``None`` deletes). A DSL store with ``dsl.store.format=headers``
+    is read this way.
+
+    >>> from streamtable.state import InMemoryKeyValueStore
+    >>> store = TimestampedKeyValueStoreWithHeadersView(InMemoryKeyValueStore("last"), lambda: 5)
+    >>> store.put("AAPL", ValueTimestampHeaders(190.5, 1_000, (("source", b"nasdaq"),)))
+    >>> store.get("AAPL").headers
+    (('source', b'nasdaq'),)
+    """
+
+    def _show(self, stored: Any) -> Any:
+        return None if stored is None else ValueTimestampHeaders.of_stored(stored)
+
+    def put(self, key: Any, value: Any) -> None:
+        if key is None:
+            raise ValueError(f"store {self.name!r}: a key must not be None")
+        if value is None or (isinstance(value, tuple) and value and value[0] is None):
+            self._store.delete(key)
+            return
+        if not isinstance(value, tuple) or len(value) not in (2, 3):
+            raise TypeError(f"store {self.name!r} takes ValueTimestampHeaders values "
+                            "(ValueTimestampHeaders(value, timestamp, headers)), not "
+                            f"{type(value).__name__}")
+        headers = to_headers(value[2]) if len(value) == 3 else ()
+        self._store.put(key, (value[0], value[1], headers))
 
 
 class ReadOnlyStoreView(KeyValueStoreView):
@@ -130,12 +169,22 @@ class TimestampedReadOnlyStoreView(TimestampedKeyValueStoreView):
     delete = ReadOnlyStoreView.delete
 
 
+class TimestampedWithHeadersReadOnlyStoreView(TimestampedKeyValueStoreWithHeadersView):
+    """:class:`ReadOnlyStoreView` with :class:`ValueTimestampHeaders` values."""
+
+    put = ReadOnlyStoreView.put  # type: ignore[assignment]
+    delete = ReadOnlyStoreView.delete
+
+
 def store_view(spec: StoreSpec, store: Any, meta: Any, now: Any,
-               on_expired: Any = None, read_only: bool = False) -> Any:
+               on_expired: Any = None, read_only: bool = False, headers: bool = False) -> Any:
     """The Processor API's view of a task store, as its spec says (see the module docstring).
     ``meta`` gives the task's store of window stores' stream times; ``read_only`` views (of
-    global stores, from other tasks) refuse writes."""
+    global stores, from other tasks) refuse writes; ``headers``: the store keeps headers
+    (``dsl.store.format=headers`` for a DSL store)."""
     if read_only:
+        if headers:
+            return TimestampedWithHeadersReadOnlyStoreView(store, now)
         return (TimestampedReadOnlyStoreView(store, now) if spec.timestamped
                 else ReadOnlyStoreView(store, now))
     if spec.kind == "window" and spec.window_size_ms is not None:
@@ -143,9 +192,78 @@ def store_view(spec: StoreSpec, store: Any, meta: Any, now: Any,
                            retention=spec.retention_ms or spec.window_size_ms,
                            retain_duplicates=spec.retain_duplicates,
                            timestamped=spec.timestamped, now=now, on_expired=on_expired)
+    if headers:
+        return TimestampedKeyValueStoreWithHeadersView(store, now)
     if spec.timestamped:
         return TimestampedKeyValueStoreView(store, now)
     return KeyValueStoreView(store, now)
+
+
+class RecordFunction(Processor):
+    """A processor made of one function of a record, for ``KStream.process(fn)`` and
+    ``KStream.process_values(fn)``: ``fn(record)`` returns the record to forward (a new one
+    made with ``with_value``, ``with_headers``...) or None to forward nothing. It is how a
+    one-line use of a record's headers or timestamp is written without a class.
+
+    >>> from streamtable import Record
+    >>> tag = RecordFunction(lambda r: r.with_headers(r.headers + (("seen", b"1"),)))
+    >>> tag.fn(Record("k", 1, 0)).headers
+    (('seen', b'1'),)
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def process(self, record: Record) -> None:
+        out = self.fn(record)
+        if out is None:
+            return
+        if not isinstance(out, Record):
+            raise TypeError(f"the function of processor {self.name!r} returned a "
+                            f"{type(out).__name__}: it returns a Record (record.with_value(...), "
+                            "record.with_headers(...)) or None to forward nothing")
+        self.context.forward(out)
+
+
+_NOT_PROCESSING = object()
+
+
+def fix_key(proc: Processor) -> None:
+    """Make ``proc`` a fixed-key processor (``KStream.process_values``, Kafka Streams'
+    ``FixedKeyProcessor``): while it processes a record, every record it forwards has that
+    record's key, so the stream needs no repartition downstream. A record of another key
+    stops the task with an error naming the processor."""
+    process = proc.process
+    proc._input_key = _NOT_PROCESSING  # type: ignore[attr-defined]
+
+    def process_fixed(record: Record) -> None:
+        proc._input_key = record.key  # type: ignore[attr-defined]
+        try:
+            process(record)
+        finally:
+            proc._input_key = _NOT_PROCESSING  # type: ignore[attr-defined]
+
+    forward = proc.forward
+
+    def forward_fixed(record: Record, child: str | None = None) -> None:
+        check_fixed_key(proc, record)
+        forward(record, child)
+
+    proc.process = process_fixed  # type: ignore[method-assign]
+    proc.forward = forward_fixed  # type: ignore[method-assign]
+
+
+def check_fixed_key(proc: Processor, record: Record) -> None:
+    """Raise if fixed-key processor ``proc`` forwards a record of another key than the one
+    it is processing (see :func:`fix_key`)."""
+    key = getattr(proc, "_input_key", _NOT_PROCESSING)
+    if key is _NOT_PROCESSING or record.key is key:
+        return
+    if record.key != key:
+        raise ProcessingError(
+            f"processor {proc.name!r} of process_values forwarded a record with key "
+            f"{record.key!r} while processing key {key!r}: process_values keeps each record's "
+            "key (use process to change keys)", processor=proc.name)
 
 
 class ProcessorApiContext:
@@ -197,6 +315,7 @@ class ProcessorApiContext:
             raise ProcessingError(
                 f"{child!r} is not a child of processor {self._node.name!r}; children: "
                 f"{sorted(self._node._children_by_name)}", processor=self._node.name)
+        check_fixed_key(self._node, record)
         Processor.forward(self._node, record, child)
 
     def get_state_store(self, name: str) -> Any:
@@ -222,7 +341,7 @@ class ProcessorApiContext:
                 spec, task.get_state_store(name),
                 lambda: task.internal_store(WINDOW_META_STORE), lambda: task.stream_time,
                 lambda: task.record_dropped(node, "expired window store record"),
-                read_only=name in self._read_only)
+                read_only=name in self._read_only, headers=task.store_headers(name))
         return view
 
     def schedule(self, interval_ms: Duration, punctuation_type: PunctuationType,

@@ -83,6 +83,8 @@ class ExpiringWindows(StoringProcessor, Generic[W]):
         self._expiry: list[tuple[int, int, Any]] = []
         self._seq = 0
         self._indexed = False
+        if self.keep_headers:
+            self.write = self._write_with_headers  # type: ignore[method-assign]
 
     def index_store(self) -> None:
         """Read what the operator keeps besides the store from the store (once per task, at
@@ -143,6 +145,18 @@ class ExpiringWindows(StoringProcessor, Generic[W]):
             if old is None:
                 self.track(wkey)
             self.store.put(wkey, (new, timestamp))
+        self.forwarder.forward(wkey, new, old, timestamp, headers)
+
+    def _write_with_headers(self, wkey: Windowed, new: Any, old: Any, timestamp: int,
+                            headers: Headers) -> None:
+        """:meth:`write` into a store that keeps headers (``dsl.store.format=headers``)."""
+        if new is None:
+            if self.store.delete(wkey) is not None:
+                self.forget(wkey)
+        else:
+            if old is None:
+                self.track(wkey)
+            self.store.put(wkey, (new, timestamp, headers))
         self.forwarder.forward(wkey, new, old, timestamp, headers)
 
     def emit(self, key: Any, new: Any, old: Any, record: Record, is_latest: bool = True,
@@ -319,6 +333,7 @@ class WindowedAggregate(ExpiringWindows[TimeWindows]):
         get, put = self.store.get, self.store.put
         forward = self.forwarder.forward
         aggregator = self.aggregator
+        keep_headers = self.keep_headers
         # TimeWindows.windows_for, earliest first
         start = max(0, ts - size + advance) // advance * advance
         while start <= ts:
@@ -344,7 +359,7 @@ class WindowedAggregate(ExpiringWindows[TimeWindows]):
                 old = agg = stored[0]
                 at = stored[1] if stored[1] > ts else ts
             new = aggregator(key, value, agg)
-            if new is None:
+            if new is None or keep_headers:
                 self.write(wkey, new, old, at, headers)
             else:  # write(), inlined: five windows a record on hopping windows
                 if old is None:

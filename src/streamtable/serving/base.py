@@ -54,4 +54,9 @@ class ServingStore(Protocol):
 
     def stores(self) -> list[str]: ...
 
+    def replace_stores(self, stores: Iterable[str], changes: Iterable[StoreChange]) -> None:
+        """Empty ``stores`` and put ``changes`` in (an upgrade's new and dropped stores),
+        keeping the batch id applied."""
+        ...
+
     def reset(self) -> None: ...

@@ -120,6 +120,7 @@ class PostgresServingStore:
         self._key_range = q("SELECT key, value FROM {kv} WHERE store = %s AND key >= %s "
                             "AND key <= %s ORDER BY key")
         self._stores = q("SELECT DISTINCT store FROM {kv}")
+        self._clear_store = q("DELETE FROM {kv} WHERE store = %s")
         self._clear = [q("DELETE FROM {kv}"), q("UPDATE {applied} SET batch = NULL")]
 
         self._local = threading.local()
@@ -189,6 +190,17 @@ class PostgresServingStore:
 
     def stores(self) -> list[str]:
         return sorted(r[0] for r in self._conn().execute(self._stores))
+
+    def replace_stores(self, stores: Iterable[str], changes: Iterable[StoreChange]) -> None:
+        """Empty ``stores`` and put ``changes`` in, in one transaction (the batch id applied
+        stays)."""
+        conn = self._conn()
+        with conn.transaction():
+            conn.execute(self._lock_last)  # the writers' lock, as apply takes it
+            _, upserts = split_changes(changes)
+            with conn.cursor() as cur:
+                cur.executemany(self._clear_store, [(s,) for s in stores])
+                cur.executemany(self._upsert, upserts)
 
     def reset(self) -> None:
         """Forget every row and the last applied batch of this application."""

@@ -99,6 +99,23 @@ class SqliteServingStore:
     def stores(self) -> list[str]:
         return [r[0] for r in self._conn().execute("SELECT DISTINCT store FROM kv ORDER BY 1")]
 
+    def replace_stores(self, stores: Iterable[str], changes: Iterable[StoreChange]) -> None:
+        """Empty ``stores`` and put ``changes`` in, in one transaction (the batch id applied
+        stays)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("DELETE FROM kv WHERE store = ?", [(s,) for s in stores])
+            _, upserts = split_changes(changes)
+            conn.executemany(
+                "INSERT INTO kv (store, key, value, task) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (store, key) DO UPDATE SET value = excluded.value, "
+                "task = excluded.task", upserts)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
     def reset(self) -> None:
         conn = self._conn()
         conn.execute("DELETE FROM kv")

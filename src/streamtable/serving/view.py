@@ -102,7 +102,9 @@ class StoreView:
 
     def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
         data = self._serving.read_value(self.name, encode_key(key))
-        return None if data is None else decode_value(data)
+        # a store keeping headers (dsl.store.format=headers) holds them third: queries show
+        # values and timestamps, as Kafka Streams' store() does
+        return None if data is None else decode_value(data)[:2]
 
     def _rows(self) -> list[tuple[Any, Any]]:
         items = [(decode_key(k), decode_value(v)[0])

@@ -217,6 +217,13 @@ class TaskStateStore:
         state.committed()
         return changes
 
+    def write_snapshot(self, state: TaskState, batch: int) -> None:
+        """Write ``state`` whole as the state after ``batch`` (an upgrade's state carried into
+        a new layout); nothing else may be in this task's directory."""
+        header = {"batch": batch, "stream_time": state.stream_time}
+        self._write(f"{batch:012d}-{secrets.token_hex(8)}.snap", header,
+                    [(n, s.items()) for n, s in state.stores.items()])
+
     @staticmethod
     def should_snapshot(state: TaskState) -> bool:
         """When the deltas since the last snapshot (each file counted as
@@ -266,6 +273,10 @@ class FileTaskStatePersistence:
         # with a local directory, working copies are RocksDB databases there (state bounded by
         # the disk, kept across restarts); without, dicts in the worker's memory
         self.local_dir = local_dir
+
+    def task_store(self, subtopology: int, task_id: int) -> TaskStateStore:
+        """The durable state of one task."""
+        return self._store(subtopology, task_id)
 
     def _store(self, subtopology: int, task_id: int) -> TaskStateStore:
         return TaskStateStore(self.storage, f"{subtopology}/{task_id}")

@@ -11,6 +11,7 @@ from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import TopologyError
+from streamtable.state.timestamped import ValueTimestampHeaders
 from streamtable.state.windowed import SessionQueries, Windowed, WindowQueries, windows_in
 
 if TYPE_CHECKING:
@@ -325,23 +326,29 @@ class ReadOnlyKeyValueStore:
     2
     """
 
-    def __init__(self, store: KeyValueStore, timestamped: bool = False) -> None:
+    def __init__(self, store: KeyValueStore, timestamped: bool = False,
+                 headers: bool = False) -> None:
         self._store = store
         self._timestamped = timestamped
+        self._headers = headers
         self.name = store.name
 
     def _show(self, stored: Any) -> Any:
         if stored is None:
             return None
-        return stored if self._timestamped else stored[0]
+        if self._headers:
+            return ValueTimestampHeaders.of_stored(stored)
+        # a store keeping headers holds them third (dsl.store.format=headers)
+        return stored[:2] if self._timestamped else stored[0]
 
     def get(self, key: Any) -> Any:
         return self._show(self._store.get(key))
 
     def all(self) -> Iterator[tuple[Any, Any]]:
         entries = sort_entries(list(self._store.items()))
-        if self._timestamped:
-            return iter(entries)
+        if self._timestamped or self._headers:
+            show = self._show
+            return ((k, show(v)) for k, v in entries)
         return ((k, v[0]) for k, v in entries)  # a store holds no None
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
@@ -382,7 +389,7 @@ class InMemoryWindows:
         found = sorted(windows_in(entries, key, time_from, time_to),
                        key=lambda kv: key_order(kv[0]))
         if self._timestamped:
-            return found
+            return [(k, v[:2]) for k, v in found]
         return [(k, v[0]) for k, v in found]
 
 

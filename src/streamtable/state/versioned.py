@@ -44,7 +44,7 @@ VersionedRecord(value=1.11, timestamp=3000, valid_to=5000)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -81,6 +81,28 @@ def default_segment_interval(history_retention_ms: int) -> int:
     if h <= 3_600_000:
         return max(h // 12, 60_000)
     return max(h // 24, 300_000)
+
+
+def renamed_versioned_meta(entries: Iterable[tuple[Any, Any]],
+                           renames: Mapping[str, str]) -> dict[Any, Any]:
+    """The entries of ``VERSIONED_META_STORE`` that belong to the stores named in ``renames``
+    (old name -> new name), under the new names: what an upgrade of the topology carries over
+    with those stores.
+
+    >>> renamed_versioned_meta([("a", frozenset({10})), ((("a", 10), "k"), True),
+    ...                         ((("b", 10), "k"), True)], {"a": "rates"})
+    {'rates': frozenset({10}), (('rates', 10), 'k'): True}
+    """
+    out: dict[Any, Any] = {}
+    for key, value in entries:
+        if type(key) is str:
+            if key in renames:
+                out[renames[key]] = value
+        elif type(key) is tuple and len(key) == 2 and type(key[0]) is tuple:
+            (store, end), filed = key
+            if store in renames:
+                out[((renames[store], end), filed)] = value
+    return out
 
 
 class VersionedRecord(NamedTuple):

@@ -33,7 +33,14 @@ from streamtable.engine.ports import RecordOrdering
 from streamtable.engine.task import Task, origin_of
 from streamtable.engine.wiring import punctuates_on_wall_clock, task_counts, wire
 from streamtable.partitioner import default_partition, task_of
-from streamtable.records import Headers, Origin, RawRecord, RoutedRecord
+from streamtable.records import (
+    Headers,
+    HeadersLike,
+    Origin,
+    RawRecord,
+    RoutedRecord,
+    to_headers,
+)
 from streamtable.serde import Serde, serde_from
 from streamtable.state import InMemoryStoreBackend, KeyValueStore, ReadOnlyKeyValueStore
 from streamtable.state.base import TaskStatePersistence
@@ -48,7 +55,8 @@ TEST_APPLICATION_ID = "test-app"
 
 @dataclass
 class TestRecord:
-    """A record read from an output topic: key, value, timestamp and headers.
+    """A record read from an output topic: key, value, timestamp and headers (``(name,
+    value)`` pairs, values as bytes or None).
 
     >>> TestRecord("alice", 3, 60_000)
     TestRecord(key='alice', value=3, timestamp=60000, headers=())
@@ -389,6 +397,24 @@ class TopologyTestDriver:
                             "get_versioned_key_value_store (get_record gives timestamps)")
         return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
 
+    def get_timestamped_key_value_store_with_headers(self, name: str) -> ReadOnlyKeyValueStore:
+        """Like :meth:`get_key_value_store`, with
+        :class:`~streamtable.state.timestamped.ValueTimestampHeaders` values: the value, its
+        timestamp and the headers of the record that wrote it, for a DSL store with
+        ``dsl.store.format=headers`` (or a processor's store built with
+        ``Stores.timestamped_key_value_store_with_headers_builder``). A value stored without
+        headers shows none.
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("in").group_by_key().count(materialized="counts")
+        >>> driver = TopologyTestDriver(b.build(), {"dsl.store.format": "headers"})
+        >>> driver.create_input_topic("in").pipe_input("a", "x", 7, headers={"trace-id": "t1"})
+        >>> driver.get_timestamped_key_value_store_with_headers("counts").get("a")
+        ValueTimestampHeaders(value=1, timestamp=7, headers=(('trace-id', b't1'),))
+        """
+        return ReadOnlyKeyValueStore(self._store(name), headers=True)
+
     def get_window_store(self, name: str) -> ReadOnlyWindowStore:
         """Query the store of a time- or sliding-windowed aggregation:
         ``fetch(key, time_from, time_to)`` gives ``(window start, value)`` pairs,
@@ -643,9 +669,20 @@ class TestInputTopic:
         self._time += to_ms(ms, "ms")
 
     def pipe_input(self, key: Any = None, value: Any = None, timestamp: int | None = None,
-                   headers: Headers = (), partition: int = 0) -> None:
+                   headers: HeadersLike = (), partition: int = 0) -> None:
         """Pipe one record. Without a timestamp the topic's current time is used (and then
-        advanced by ``auto_advance_ms``)."""
+        advanced by ``auto_advance_ms``). ``headers`` are the record's Kafka headers:
+        ``(name, value)`` pairs or a mapping, values as bytes, text (UTF-8) or None; the
+        records the topology writes carry them on (:meth:`TestOutputTopic.read_records`).
+
+        >>> from streamtable import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").map_values(str.upper).to("out")
+        >>> driver = TopologyTestDriver(b.build())
+        >>> driver.create_input_topic("in").pipe_input("k", "v", 5, headers={"trace-id": "t1"})
+        >>> driver.create_output_topic("out").read_records()
+        [TestRecord(key='k', value='V', timestamp=5, headers=(('trace-id', b't1'),))]
+        """
         if timestamp is None:
             timestamp = self._time
             self._time += self._advance
@@ -654,7 +691,7 @@ class TestInputTopic:
             self.key_serde.serialize(self.topic, key),
             self.value_serde.serialize(self.topic, value),
             timestamp,
-            headers,
+            to_headers(headers),
             partition,
         )
 

@@ -1,5 +1,6 @@
-"""The shape of a topology kept with a run, so that a restart with a changed topology is refused
-instead of reading state written for another one.
+"""The shape of a topology kept with a run's state, so that a restart with a changed topology
+keeps, builds or drops each store instead of reading state written for another topology (see
+:mod:`streamtable.topology.evolution`).
 
 What counts: the sub-topologies, their nodes (name, kind, topics, stores, parents) and the stores
 (name, kind). Functions inside the nodes do not: changing a mapper's body keeps the shape.
@@ -18,18 +19,21 @@ What counts: the sub-topologies, their nodes (name, kind, topics, stores, parent
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-from pathlib import Path
 from typing import Any
 
 from streamtable.errors import TopologyError
 from streamtable.topology.graph import Topology
+from streamtable.topology.signature import (
+    output_signatures,
+    output_stores,
+    store_spec_signature,
+    upstream_signatures,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TopologyChangedError", "check_topology_unchanged", "fingerprint_diff",
+__all__ = ["TopologyChangedError", "fingerprint_diff", "legacy_fingerprint",
            "topology_fingerprint"]
 
 
@@ -43,8 +47,56 @@ class TopologyChangedError(TopologyError):
 INTERNAL_KEYS = "marshal-2"
 
 
+#: the format of the fingerprint written now: ``state`` (per store: kind, spec and upstream
+#: digests, sub-topology, legacy name) and ``outputs`` (per output topic: its digest) beside the
+#: shape of format 1 (kept as it was, so that either format reads the other's shape)
+FORMAT = 2
+
+
 def topology_fingerprint(topology: Topology) -> dict[str, Any]:
-    """A JSON-able description of the topology's shape (see the module doc)."""
+    """A JSON-able description of the topology's shape (see the module doc) and of what each
+    store and output means (:mod:`streamtable.topology.signature`)."""
+    upstream = upstream_signatures(topology)
+    outputs = output_signatures(topology)
+    sids = {s: st.id for st in topology.subtopologies + topology.global_subtopologies
+            for s in st.stores}
+    return {
+        **_shape(topology),
+        "format": FORMAT,
+        "state": {name: {"kind": spec.kind, "spec": store_spec_signature(spec),
+                         "upstream": upstream[name], "subtopology": sids.get(name),
+                         "queryable": spec.queryable, "legacy": spec.legacy_name}
+                  for name, spec in sorted(topology.stores.items())},
+        "outputs": dict(sorted(outputs.items())),
+        "output_stores": output_stores(topology),
+        "inputs": sorted(topology.source_topics + topology.global_topics),
+        # to read state written before stable store names (see topology.evolution)
+        "legacy_shape": legacy_fingerprint(topology),
+    }
+
+
+def legacy_fingerprint(topology: Topology) -> dict[str, Any]:
+    """The fingerprint streamtable wrote for ``topology`` before stable store names (format
+    1): its generated stores, and the internal topics named after them, under their counter
+    names."""
+    names = {n: spec.legacy_name for n, spec in topology.stores.items() if spec.legacy_name}
+
+    def topic(t: str) -> str:
+        for new, old in names.items():
+            if t.startswith(new):
+                return old + t[len(new):]
+        return t
+
+    shape = _shape(topology)
+    shape["stores"] = {names.get(n, n): kind for n, kind in shape["stores"].items()}
+    for st in shape["subtopologies"]:
+        for node in st["nodes"].values():
+            node["stores"] = [names.get(s, s) for s in node["stores"]]
+            node["topics"] = [topic(t) for t in node["topics"]]
+    return shape
+
+
+def _shape(topology: Topology) -> dict[str, Any]:
     routed = any(spec.internal for spec in topology.topics.values())
     return {
         **({"internal_keys": INTERNAL_KEYS} if routed else {}),
@@ -103,26 +155,3 @@ def fingerprint_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         changes.append(f"{len(old['subtopologies'])} sub-topologies became "
                        f"{len(new['subtopologies'])}")
     return changes
-
-
-def check_topology_unchanged(path: str | os.PathLike[str], topology: Topology,
-                             application_id: str) -> None:
-    """Compare ``topology`` with the fingerprint kept at ``path`` (written there on the first
-    start); raise :class:`TopologyChangedError` naming the changes if they differ."""
-    file = Path(path)
-    current = topology_fingerprint(topology)
-    if not file.exists():
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_name(f".{file.name}.tmp")
-        tmp.write_text(json.dumps(current, indent=1, sort_keys=True))
-        tmp.replace(file)
-        return
-    changes = fingerprint_diff(json.loads(file.read_text()), current)
-    if changes:
-        shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more"
-                                          if len(changes) > 8 else "")
-        raise TopologyChangedError(
-            f"the topology of {application_id} changed since its state was written ({shown}): "
-            f"its stores would mix state of two topologies. Run `streamtable reset` for the "
-            f"application (it reprocesses the input from the start) or restore the previous "
-            f"topology")

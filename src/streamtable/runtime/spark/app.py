@@ -65,7 +65,6 @@ from streamtable.serving.metrics import AppMetrics
 from streamtable.state.persistence import FileTaskStatePersistence
 from streamtable.storage import join, storage_at
 from streamtable.storage.lease import Lease
-from streamtable.topology.fingerprint import check_topology_unchanged
 from streamtable.topology.graph import Topology
 
 log = logging.getLogger("streamtable.app")
@@ -161,6 +160,10 @@ class StreamsApp:
         self._counts: Any = None  # the tasks' counts: a Spark accumulator (see metrics)
         self._lease: Lease | None = None  # held while the query runs (one writer at a time)
         self._fenced: LeaseLostError | None = None  # set when another run took over
+        # the application file, as errors name it (the CLI sets it)
+        self.app_file = "app.py"
+        # where the source stops (an upgrade's backfill: where the application is)
+        self.end_offsets: dict[str, dict[str, int]] | None = None
 
     # -- setup -----------------------------------------------------------------------------
     @property
@@ -189,6 +192,18 @@ class StreamsApp:
                 tmp.replace(path)
             self._run = path.read_text().strip()
         return self._run
+
+    def switch_run(self, run: str) -> None:
+        """Make ``run`` the application's run (an upgrade's state, written under it): one
+        atomic write of the run id in the query's checkpoint."""
+        path = self.checkpoint_dir / "run-id"
+        tmp = path.with_name(f".run-id.{run}")
+        tmp.write_text(run)
+        tmp.replace(path)
+        self._run = run
+        self._task_state = None
+        self._output = None
+        self._batches = None
 
     @property
     def task_state(self) -> TaskStatePersistence:
@@ -354,6 +369,10 @@ class StreamsApp:
         max_records = self.config.get("max.records.per.batch")
         if max_records:
             options["max.records.per.batch"] = str(max_records)
+        if self.end_offsets is not None:
+            import json
+
+            options["ending.offsets"] = json.dumps(self.end_offsets)
         first = self.config.get("first.batch.records")
         if first is not None:
             options["first.batch.records"] = str(first)
@@ -414,22 +433,23 @@ class StreamsApp:
         (:class:`~streamtable.errors.LeaseHeldError`, naming the running one) while another
         run holds the application's lease; ``take_over`` fences that run instead and goes on
         once it has stopped (see :mod:`streamtable.storage.lease`)."""
-        # state written for another topology must not be read by this one
-        check_topology_unchanged(self.checkpoint_dir / "topology.json", self.topology,
-                                 self.application_id)
         self.hold_lease(take_over)
         try:
-            self._start_query(available_now)
+            # state written for another topology: kept, built, dropped or refused per store
+            from streamtable.runtime.spark.upgrade import upgrade
+
+            plan = self.prepare()  # once per start: the upgrade and the query use it
+            upgrade(self)
+            self._start_query(plan, available_now)
         except BaseException:
             self._release_lease()
             raise
         return self
 
-    def _start_query(self, available_now: bool) -> None:
+    def _start_query(self, plan: QueryPlan, available_now: bool) -> None:
         from streamtable.runtime.spark.kafka_source import register
 
         spark = self.spark
-        plan = self.prepare()
         batches = self._micro_batches()
         self._warm_up = warm_up_python_workers(
             spark, max(s.partitions for s in plan.stages),

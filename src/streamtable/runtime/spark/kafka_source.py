@@ -51,6 +51,9 @@ Options:
 * ``initial.offsets.file``: a path where the offsets a new query starts from (its first batch's
   start, which Spark's offset log does not hold) are written before that batch is planned.
 
+* ``ending.offsets``: JSON ``{"topic": {"partition": offset}}``: with
+  ``Trigger.AvailableNow``, read up to these offsets at most (a partition left out: nothing).
+
 * ``clock.tick.ms``: if set, the offsets also carry a clock (``"@clock"``, not a topic) that
   moves every this many ms, so that Spark plans a micro-batch that often even when no record
   arrives (for wall-clock punctuation); not with ``Trigger.AvailableNow``.
@@ -251,6 +254,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self.topics:
             raise KafkaSourceError("streamtable-kafka: option 'topics' is required")
         self.starting_offsets = opts.get("starting.offsets", "earliest").strip().lower()
+        # Trigger.AvailableNow stops here: {"topic": {"partition": offset}}, partitions left
+        # out read nothing (an upgrade's backfill, up to where the application is)
+        self.ending_offsets: dict[str, dict[str, int]] | None = (
+            json.loads(opts["ending.offsets"]) if opts.get("ending.offsets") else None)
         if self.starting_offsets not in ("earliest", "latest"):
             raise KafkaSourceError(
                 f"streamtable-kafka: starting.offsets must be 'earliest' or 'latest', "
@@ -430,6 +437,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._end_offsets()
+        if self.ending_offsets is not None:
+            cap = self.ending_offsets
+            self._target = _canonical({
+                t: {p: min(int(end), int(cap.get(t, {}).get(p, 0))) for p, end in ps.items()}
+                for t, ps in self._target.items()})
         logger.info("streamtable-kafka Trigger.AvailableNow target offsets: %s", self._target)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:

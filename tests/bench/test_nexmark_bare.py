@@ -1,0 +1,41 @@
+"""The bare loop of the Nexmark bench (the practical limit of Python on the stateless queries)
+runs against the broker and writes the reference's result."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from bench.harness import create_topics, read_topic
+from bench.nexmark.check import verdict
+from bench.nexmark.contenders import bare_loop
+from bench.nexmark.events import BID_TOPIC, PARTITIONS, generate_into
+from bench.nexmark.generator import Generator
+from bench.nexmark.queries import QUERIES
+from bench.nexmark.reference import EXPECTED, Events
+
+GENERATOR = Generator(17, rate=500)
+EVENTS = 2_000
+
+
+@pytest.fixture(scope="module")
+def bids(bootstrap: str) -> int:
+    return generate_into(bootstrap, GENERATOR, EVENTS)["counts"]["bid"]
+
+
+@pytest.mark.parametrize("query", ["q1", "q2", "q21"])
+def test_the_bare_loop_writes_the_reference_result(query, bids, bootstrap, tmp_path,
+                                                   monkeypatch) -> None:
+    output = f"nexmark-bare-{query}-{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, {output: PARTITIONS})
+    status = tmp_path / "status.jsonl"
+    monkeypatch.setattr(bare_loop, "linger", lambda: None)
+    assert bare_loop.main(["--query", query, "--output", output, "--bootstrap", bootstrap,
+                           "--run-id", output, "--state-dir", str(tmp_path),
+                           "--status", str(status),
+                           "--input-counts", f'{{"{BID_TOPIC}": {bids}}}']) == 0
+    assert [e for e in ("started", "caught_up") if f'"{e}"' in status.read_text()] == [
+        "started", "caught_up"]
+    raw = [(m.key(), m.value()) for m in read_topic(bootstrap, output, timeout=30)]
+    want = EXPECTED[query](Events(generator=GENERATOR, count=EVENTS))
+    assert verdict(QUERIES[query].kind, want, raw) is None

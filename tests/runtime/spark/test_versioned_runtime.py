@@ -78,7 +78,7 @@ def test_a_versioned_table_joined_as_of_each_order_on_spark_equals_the_driver(
     served = app.store("rates")
     reference = driver.get_versioned_key_value_store("rates")
     assert served.to_dict() == reference.to_dict() == {"EUR": 1.50, "USD": 0.95}
-    for key in ("EUR", "USD"):
+    for key in ("EUR", "USD", "GBP"):
         assert served.versions(key) == reference.versions(key)
         for t in range(0, 80_001, 500):
             assert served.get_record(key, t) == reference.get_record(key, t), (key, t)
@@ -149,3 +149,85 @@ def test_kill_9_while_a_versioned_table_builds_and_joins_then_restart(bootstrap,
         for t in range(99_000, 225_000, 250):
             assert served.get(key, as_of=t) == reference.get(key, as_of=t), (key, t)
     assert driver.dropped_records  # some rates came later than the history retention
+
+
+UPGRADE_APP = '''
+import sys
+sys.path.insert(0, {root!r})
+from tests.processors.versioned_topologies import priced_orders
+from streamtable import Materialized, Stores, StreamsBuilder
+config = {{"cache.max.bytes.buffering": 0}}
+def build_topology(version="v1"):
+    if version == "v1":
+        return priced_orders(None, {rates!r}, {orders!r}, {out!r})
+    b = StreamsBuilder()  # v2: a new branch; the versioned table and the join are kept
+    table = b.table({rates!r}, Materialized.as_(
+        Stores.persistent_versioned_key_value_store("rates", 60_000)))
+    orders = b.stream({orders!r})
+    orders.left_join(table, lambda amount, rate: [amount, rate]).to({out!r})
+    table.to_stream().to({out!r} + "-rates")
+    orders.filter(lambda k, v: v > 100).to({out!r} + "-big")
+    return b.build()
+'''
+
+
+def test_an_upgrade_keeps_a_versioned_table_and_its_expiry(spark, bootstrap, tmp_path):
+    """A new version that keeps the versioned table carries its history and its expiry index
+    over: queries answer as the driver's over the whole input, and versions that leave the
+    history retention after the upgrade are deleted from the task's state."""
+    from streamtable.cli import load_app
+    from streamtable.runtime.spark.app import StreamsApp
+    from streamtable.state.versioned import StoreTime
+    from streamtable.state.windowed import Windowed
+
+    rates, orders, out = new_topics(bootstrap, 1, "up-rates", "up-orders", "up-priced")
+    file = tmp_path / "upgrade_app.py"
+    file.write_text(UPGRADE_APP.format(root=str(ROOT), rates=rates, orders=orders, out=out))
+    module = load_app(str(file))
+    state, app_id = tmp_path / "state", f"up-{rates}"
+
+    def send(topic, records):
+        produce(bootstrap, topic, [(json.dumps(k).encode(), json.dumps(v).encode())
+                                   for k, v, _ in records],
+                timestamps=[t for _, _, t in records])
+
+    def app(version):
+        return StreamsApp(module.build_topology(version), app_id, bootstrap, state_dir=state,
+                          spark=spark, config=module.config, development_broker=True)
+
+    # GBP's older version is filed for expiry before the upgrade only
+    first_rates = [("EUR", 1.0, 1_000), ("EUR", 1.1, 2_000), ("USD", 0.9, 1_000),
+                   ("EUR", 1.05, 1_500), ("GBP", 0.7, 1_000), ("GBP", 0.75, 2_000)]
+    send(rates, first_rates)
+    send(orders, [("EUR", 10, 2_500)])  # after every rate in a batch's timestamp order
+    app("v1").run_until_caught_up(timeout=240)
+    second_rates = [("EUR", 1.2, 3_000), ("USD", 0.8, 200_000)]
+    send(rates, second_rates)
+    send(orders, [("EUR", 500, 2_600), ("USD", 7, 199_000)])
+    upgraded = app("v2")
+    upgraded.run_until_caught_up(timeout=300)
+
+    driver = TopologyTestDriver(module.build_topology("v2"), module.config)
+    rate_topic, order_topic = driver.create_input_topic(rates), driver.create_input_topic(orders)
+    for k, v, t in first_rates:
+        rate_topic.pipe_input(k, v, timestamp=t)
+    order_topic.pipe_input("EUR", 10, timestamp=2_500)
+    # the second batch as a task takes it: the earliest head of its two topics first
+    order_topic.pipe_input("EUR", 500, timestamp=2_600)
+    rate_topic.pipe_input("EUR", 1.2, timestamp=3_000)
+    order_topic.pipe_input("USD", 7, timestamp=199_000)
+    rate_topic.pipe_input("USD", 0.8, timestamp=200_000)
+    served = upgraded.store("rates")
+    reference = driver.get_versioned_key_value_store("rates")
+    for key in ("EUR", "USD", "GBP"):
+        assert served.versions(key) == reference.versions(key)
+        for t in (1_000, 1_500, 2_000, 2_500, 3_000, 150_000, 199_000, 200_000):
+            assert served.get_record(key, t) == reference.get_record(key, t), (key, t)
+    got = [(json.loads(m.key()), json.loads(m.value())) for m in read_all(bootstrap, out)]
+    assert got == driver.create_output_topic(out).read_key_values() == [
+        ("EUR", [10, 1.1]), ("EUR", [500, 1.1]), ("USD", [7, 0.9])]
+    # stream time 200 000: every version valid before 140 000 has left the task state
+    rows = upgraded.task_state.checkout(0, 0, 10**9).store("rates")
+    history = [k for k, _ in rows.items() if type(k) is Windowed]
+    assert history == [Windowed("USD", 1_000, 200_000)]
+    assert rows.get(StoreTime(0)) == (200_000, 60_000)

@@ -167,14 +167,18 @@ def build_topology(version="v1"):
     orders.left_join(table, lambda amount, rate: [amount, rate]).to({out!r})
     table.to_stream().to({out!r} + "-rates")
     orders.filter(lambda k, v: v > 100).to({out!r} + "-big")
+    # a new versioned store, built from the earliest offsets
+    table.filter(lambda k, rate: rate < 1.0, Materialized.as_(
+        Stores.persistent_versioned_key_value_store("cheap", 60_000)))
     return b.build()
 '''
 
 
 def test_an_upgrade_keeps_a_versioned_table_and_its_expiry(spark, bootstrap, tmp_path):
     """A new version that keeps the versioned table carries its history and its expiry index
-    over: queries answer as the driver's over the whole input, and versions that leave the
-    history retention after the upgrade are deleted from the task's state."""
+    over, and builds a new versioned store from the earliest offsets with its index: queries
+    answer as the driver's over the whole input, and versions that leave the history retention
+    after the upgrade are deleted from the task's state."""
     from streamtable.cli import load_app
     from streamtable.runtime.spark.app import StreamsApp
     from streamtable.state.versioned import StoreTime
@@ -217,17 +221,21 @@ def test_an_upgrade_keeps_a_versioned_table_and_its_expiry(spark, bootstrap, tmp
     rate_topic.pipe_input("EUR", 1.2, timestamp=3_000)
     order_topic.pipe_input("USD", 7, timestamp=199_000)
     rate_topic.pipe_input("USD", 0.8, timestamp=200_000)
-    served = upgraded.store("rates")
-    reference = driver.get_versioned_key_value_store("rates")
-    for key in ("EUR", "USD", "GBP"):
-        assert served.versions(key) == reference.versions(key)
-        for t in (1_000, 1_500, 2_000, 2_500, 3_000, 150_000, 199_000, 200_000):
-            assert served.get_record(key, t) == reference.get_record(key, t), (key, t)
+    for store in ("rates", "cheap"):
+        served = upgraded.store(store)
+        reference = driver.get_versioned_key_value_store(store)
+        for key in ("EUR", "USD", "GBP"):
+            assert served.versions(key) == reference.versions(key), (store, key)
+            for t in (1_000, 1_500, 2_000, 2_500, 3_000, 150_000, 199_000, 200_000):
+                assert served.get_record(key, t) == reference.get_record(key, t), (store, t)
+    assert upgraded.store("cheap").to_dict() == {"GBP": 0.75, "USD": 0.8}
     got = [(json.loads(m.key()), json.loads(m.value())) for m in read_all(bootstrap, out)]
     assert got == driver.create_output_topic(out).read_key_values() == [
         ("EUR", [10, 1.1]), ("EUR", [500, 1.1]), ("USD", [7, 0.9])]
     # stream time 200 000: every version valid before 140 000 has left the task state
-    rows = upgraded.task_state.checkout(0, 0, 10**9).store("rates")
-    history = [k for k, _ in rows.items() if type(k) is Windowed]
-    assert history == [Windowed("USD", 1_000, 200_000)]
-    assert rows.get(StoreTime(0)) == (200_000, 60_000)
+    state = upgraded.task_state.checkout(0, 0, 10**9)
+    for store in ("rates", "cheap"):
+        rows = state.store(store)
+        history = [k for k, _ in rows.items() if type(k) is Windowed]
+        assert history == [Windowed("USD", 1_000, 200_000)], store
+        assert rows.get(StoreTime(0)) == (200_000, 60_000)

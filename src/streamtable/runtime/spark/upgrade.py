@@ -224,14 +224,14 @@ def _carry_over(app: StreamsApp, plan: UpgradePlan, old: dict[str, Any], new: di
                     for name in built:
                         entries = dict(b.store(name).items())
                         state.store(name).restore(entries, fresh=True)
+                        if name in serving:
+                            serving[name] += [(name, encode_key(k), encode_value(v), task)
+                                              for k, v in entries.items()]
                     versions = b.stores.get(VERSIONED_META_STORE)
                     if versions is not None:  # the backfilled versioned stores' expiry index
                         state.store(VERSIONED_META_STORE).restore(
                             renamed_versioned_meta(versions.items(), {n: n for n in built}),
                             fresh=False)
-                        if name in serving:
-                            serving[name] += [(name, encode_key(k), encode_value(v), task)
-                                              for k, v in entries.items()]
             for s in state.stores.values():
                 s.drain_changes()
             if state.entries() or state.stream_time >= 0:

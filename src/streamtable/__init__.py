@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         StreamsBuilder,
     )
     from streamtable.dsl.global_table import GlobalKTable
-    from streamtable.dsl.joins import StreamJoined
+    from streamtable.dsl.joins import Joined, StreamJoined
     from streamtable.dsl.stores import StoreBuilder, Stores
     from streamtable.dsl.topology_builder import TopologyBuilder
     from streamtable.errors import (
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     )
     from streamtable.runtime.spark import StreamsApp
     from streamtable.state.timestamped import ValueAndTimestamp, ValueTimestampHeaders
+    from streamtable.state.versioned import VersionedKeyValueStore, VersionedRecord
     from streamtable.state.window_store import WindowStore
     from streamtable.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
     from streamtable.topology import Topology
@@ -85,6 +86,7 @@ _EXPORTS = {
     "StreamsBuilder": "streamtable.dsl",
     "GlobalKTable": "streamtable.dsl.global_table",
     "StreamJoined": "streamtable.dsl.joins",
+    "Joined": "streamtable.dsl.joins",
     "StoreBuilder": "streamtable.dsl.stores",
     "Stores": "streamtable.dsl.stores",
     "TopologyBuilder": "streamtable.dsl.topology_builder",
@@ -113,6 +115,8 @@ _EXPORTS = {
     "StreamsApp": "streamtable.runtime.spark",
     "ValueAndTimestamp": "streamtable.state.timestamped",
     "ValueTimestampHeaders": "streamtable.state.timestamped",
+    "VersionedKeyValueStore": "streamtable.state.versioned",
+    "VersionedRecord": "streamtable.state.versioned",
     "WindowStore": "streamtable.state.window_store",
     "TestInputTopic": "streamtable.testing",
     "TestOutputTopic": "streamtable.testing",
@@ -129,6 +133,7 @@ __all__ = [
     "DeserializationError",
     "GlobalKTable",
     "JoinWindows",
+    "Joined",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
@@ -162,6 +167,8 @@ __all__ = [
     "WindowStore",
     "ValueAndTimestamp",
     "ValueTimestampHeaders",
+    "VersionedKeyValueStore",
+    "VersionedRecord",
     "Topology",
     "TopologyBuilder",
     "TopologyError",

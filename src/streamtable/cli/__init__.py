@@ -289,6 +289,8 @@ def _served_state(config: StreamsConfig, app: str) -> ServingStore:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from streamtable.state.versioned import ReadOnlyVersionedKeyValueStore
+
     module = load_app(args.app)
     topology = app_topology(module)
     names = _queryable(topology)
@@ -306,6 +308,16 @@ def cmd_query(args: argparse.Namespace) -> int:
         key = json.loads(args.key)
     except ValueError:
         pass
+    if args.as_of is not None:
+        if not isinstance(view, ReadOnlyVersionedKeyValueStore):
+            raise StreamsError(f"store {args.store!r} is not a versioned store: --as-of reads "
+                               "need one")
+        value = view.get(key, as_of=args.as_of)
+        if value is None:
+            raise StreamsError(f"no key {key!r} in store {args.store!r} of "
+                               f"{config.application_id} as of {args.as_of}")
+        print(json.dumps(value, default=_jsonable))
+        return 0
     value = view.get(key)
     if value is not None:
         print(json.dumps(value, default=_jsonable))
@@ -472,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     app_options(p)
     p.add_argument("store", help="store name")
     p.add_argument("key", nargs="?", help="a key (JSON or plain text); all entries if omitted")
+    p.add_argument("--as-of", type=int, metavar="TIMESTAMP",
+                   help="a versioned store: the key's value at this time (epoch ms)")
     p.set_defaults(func=cmd_query)
     p = sub.add_parser("serve", help="answer interactive queries over HTTP from the serving store"
                                      " (serving.url) until Ctrl-C, without running the application")

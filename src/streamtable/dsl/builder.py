@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl.materialized import Materialized, as_materialized
+from streamtable.dsl.stores import VersionedKeyValueStoreSupplier
 from streamtable.errors import TopologyError
 from streamtable.processors.api import Processor
 from streamtable.processors.io import SinkProcessor, SourceProcessor, TimestampExtractor
@@ -79,6 +80,17 @@ def params_text(*params: Any) -> str:
 
 def _maybe_serde(spec: Serde | str | None, key: bool = False) -> Serde | None:
     return None if spec is None else serde_from(spec, key=key)
+
+
+def table_source(store: StoreSpec) -> Callable[[], Processor]:
+    """The factory of the processor that keeps a table in ``store``: a versioned store's
+    source puts each record as a version (KIP-914)."""
+    from streamtable.processors.table import TableSource, VersionedTableSource
+
+    name = store.name
+    if store.kind == "versioned":
+        return lambda: VersionedTableSource(name)
+    return lambda: TableSource(name)
 
 
 def _table_serdes(materialized: Materialized | str | None, key_serde: Serde | str | None,
@@ -211,11 +223,15 @@ class StreamsBuilder:
 
     def add_store(
         self, materialized: Materialized | str | None, generated_prefix: str,
-        upstream: Iterable[str] = (), legacy_prefix: str | None = None,
+        upstream: Iterable[str] = (), legacy_prefix: str | None = None, *,
+        versioned_ok: bool = False,
     ) -> StoreSpec:
         """A store named by ``materialized``, or else a generated name derived from the
         ``upstream`` nodes feeding it (see :meth:`generated_store_name`; ``legacy_prefix``: the
-        counter name's prefix before stable names, when not ``generated_prefix``)."""
+        counter name's prefix before stable names, when not ``generated_prefix``).
+        ``versioned_ok``: whether the operation may keep its table in a versioned store (a
+        table's source, ``to_table``, ``filter`` and ``map_values``; Kafka Streams advises
+        against it for aggregations and joins, whose results have no version history)."""
         mat = as_materialized(materialized) or Materialized()
         name, legacy = mat.name, None
         if name is None:
@@ -233,6 +249,18 @@ class StreamsBuilder:
             value_serde=_maybe_serde(mat.value_serde),
             legacy_name=legacy,
         )
+        supplier = mat.supplier
+        if isinstance(supplier, VersionedKeyValueStoreSupplier):
+            if not versioned_ok:
+                raise TopologyError(
+                    f"store {name!r} is a versioned store, which only a table's source, "
+                    "to_table, filter, filter_not and map_values may be materialized in: an "
+                    "aggregation's or a join's results have no complete version history "
+                    "(Kafka Streams' KIP-914)")
+            # Kafka Streams' versioned stores have no record cache: every update is forwarded
+            spec.kind, spec.caching = "versioned", False
+            spec.retention_ms = supplier.history_retention_ms
+            spec.segment_interval_ms = supplier.segment_interval_ms
         self._stores[name] = spec
         return spec
 
@@ -255,7 +283,8 @@ class StreamsBuilder:
                          timestamped=store.timestamped, headers=store.headers,
                          window_size_ms=store.window_size_ms,
                          retention_ms=store.retention_ms,
-                         retain_duplicates=store.retain_duplicates)
+                         retain_duplicates=store.retain_duplicates,
+                         segment_interval_ms=store.segment_interval_ms)
         self._stores[store.name] = spec
         return spec
 
@@ -378,16 +407,15 @@ class StreamsBuilder:
         ...                        .with_key_serde("string").with_value_serde("double"))
         """
         from streamtable.dsl.table import KTable
-        from streamtable.processors.table import TableSource
 
         materialized, key_serde, value_serde = _table_serdes(materialized, key_serde,
                                                              value_serde)
         source = self.add_source([topic], key_serde, value_serde, timestamp_extractor, named)
-        store = self.add_store(materialized, f"{topic}-STATE-STORE", [source])
+        store = self.add_store(materialized, f"{topic}-STATE-STORE", [source],
+                               versioned_ok=True)
         name = self.new_name("KTABLE-SOURCE")
-        store_name = store.name
-        self.add_node(name, lambda: TableSource(store_name), [source], stores=[store_name])
-        return KTable(self, name, store_name)
+        self.add_node(name, table_source(store), [source], stores=[store.name])
+        return KTable(self, name, store.name, versioned=store.kind == "versioned")
 
     def global_table(
         self,
@@ -411,6 +439,10 @@ class StreamsBuilder:
 
         materialized, key_serde, value_serde = _table_serdes(materialized, key_serde,
                                                              value_serde)
+        mat = as_materialized(materialized)
+        if mat is not None and mat.versioned:
+            raise TopologyError(f"global table {mat.name!r}: a global table cannot be "
+                                "versioned (as in Kafka Streams); use builder.table")
         source = self.add_source([topic], key_serde, value_serde, None, named)
         store = self.add_store(materialized, f"{topic}-STATE-STORE", [source])
         store.logging = False  # the topic is the table's changelog
@@ -459,7 +491,7 @@ class StreamsBuilder:
 
         if store.kind != "key-value":
             raise TopologyError(f"global store {store.name!r} must be a key-value store, not a "
-                                f"{store.kind} store")
+                                f"{store.kind} store (as in Kafka Streams)")
         # Kafka Streams' names: "<named>-source" and "<named>", else generated ones
         if source_named is None and named is not None:
             source_named = f"{named}-source"

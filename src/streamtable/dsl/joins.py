@@ -1,12 +1,15 @@
-"""Building the stream-stream and stream-GlobalKTable joins of :class:`KStream`."""
+"""Building the stream-stream, stream-table and stream-GlobalKTable joins of :class:`KStream`,
+and their configuration objects (:class:`StreamJoined`, :class:`Joined`)."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl.builder import params_text
+from streamtable.durations import Duration, to_ms
 from streamtable.errors import TopologyError
 from streamtable.processors.stateless import PassThrough
 from streamtable.processors.stream_join import StreamJoinWindow, StreamStreamJoin
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
     from streamtable.dsl.builder import StreamsBuilder
     from streamtable.dsl.global_table import GlobalKTable
     from streamtable.dsl.stream import KStream
+    from streamtable.dsl.table import KTable
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,107 @@ class StreamJoined:
     def with_store_name(cls, name: str) -> StreamJoined:
         """The join's stores named after ``name`` (see the class's example)."""
         return cls(store_name=name)
+
+
+class _ClassOrInstance:
+    """A method of a configuration object callable on the class as on an instance (Kafka
+    Streams' static factories and their ``with...`` twins are one name here): on the class it
+    starts from the defaults."""
+
+    def __init__(self, method: Callable[..., Any]) -> None:
+        self._method = method
+        self.__doc__ = method.__doc__
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        return types.MethodType(self._method, owner() if obj is None else obj)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Configures a stream-table join (Kafka Streams' ``Joined``): its processor's name and a
+    grace period (KIP-923). With a grace period, which needs a versioned table, each stream
+    record waits until the stream's time is the grace period past it, then joins the table
+    as of its own timestamp, so a table update arriving late (but within the grace period)
+    still meets the stream records it precedes.
+
+    >>> from datetime import timedelta
+    >>> Joined.with_grace_period(timedelta(seconds=10)).grace_period_ms
+    10000
+    >>> Joined.as_("enrich").with_grace_period(500)
+    Joined(name='enrich', grace_period_ms=500)
+    """
+
+    name: str | None = None
+    grace_period_ms: int | None = None
+
+    @classmethod
+    def as_(cls, name: str) -> Joined:
+        """Name the join's processor (and its buffer store, ``<name>-Buffer``)."""
+        return cls(name=name)
+
+    @_ClassOrInstance
+    def with_grace_period(self, grace: Duration) -> Joined:
+        """Hold stream records back for ``grace`` (ms or ``timedelta``) before they join (see
+        the class's example); on the class, or on a ``Joined`` already made."""
+        ms = to_ms(grace, "grace")
+        if ms < 0:
+            raise ValueError(f"a join's grace period must not be negative, not {ms} ms")
+        return replace(self, grace_period_ms=ms)
+
+    @_ClassOrInstance
+    def with_name(self, name: str) -> Joined:
+        """Name the join's processor."""
+        return replace(self, name=name)
+
+
+def join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any], left: bool,
+               named: str | None, joined: Joined | None) -> KStream:
+    """Kafka Streams' ``KStreamKTableJoin``: a stream record looks the table up (as of its
+    timestamp when the table is versioned, after the grace period when one is set)."""
+    from streamtable.dsl.stream import KStream
+    from streamtable.processors.join import BufferedStreamTableJoin, StreamTableJoin
+
+    if table._store is None:
+        raise TopologyError("the table of a stream-table join must be materialized: pass "
+                            "materialized= to the operator that created it")
+    b = stream._builder
+    node = stream._node
+    if stream._repartition_required:
+        node = repartitioned_like(stream, "KSTREAM-JOIN-REPARTITION", table._node)
+    joined = joined or Joined()
+    name = b.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN",
+                      named or joined.name)
+    store = table._store
+    grace = joined.grace_period_ms
+    if grace is None:
+        b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store],
+                   reads=[store])
+        return KStream(b, name)
+    spec = b._stores[store]
+    if spec.kind != "versioned":
+        raise TopologyError(
+            f"the table of the stream-table join {name!r} must be versioned to use a grace "
+            f"period (store {store!r} is not; Kafka Streams: 'KTable must be versioned to use a "
+            "grace period in a stream table join'): materialize it with Materialized.as_("
+            "Stores.persistent_versioned_key_value_store(name, history_retention))")
+    if (spec.retention_ms or 0) < grace:
+        raise TopologyError(
+            f"the stream-table join {name!r} has a grace period of {grace} ms, longer than the "
+            f"history retention of its versioned table's store {store!r} ({spec.retention_ms} "
+            "ms): the history retention must be at least the grace period")
+    # Kafka Streams names the buffer after the join; a generated join name is a counter, so
+    # a generated buffer name is a stable one (as every generated store name is)
+    if named or joined.name:
+        buffer, legacy = f"{name}-Buffer", None
+    else:
+        buffer, legacy = b.generated_store_name("KSTREAM-JOIN", [node], suffix="-Buffer",
+                                                legacy=f"{name}-Buffer")
+    if buffer in b._stores:
+        raise TopologyError(f"a store named {buffer!r} already exists")
+    b._stores[buffer] = StoreSpec(name=buffer, caching=False, legacy_name=legacy)
+    b.add_node(name, lambda: BufferedStreamTableJoin(store, joiner, left, grace, buffer),
+               [node], stores=[store, buffer], reads=[store])
+    return KStream(b, name)
 
 
 def _internal_store(b: StreamsBuilder, name: str | None, legacy: str,

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from streamtable.dsl.stores import (
+    KeyValueStoreSupplier,
+    VersionedKeyValueStoreSupplier,
+    WindowStoreSupplier,
+)
 from streamtable.durations import Duration, to_ms
 from streamtable.serde import Serde
 
@@ -12,7 +17,10 @@ from streamtable.serde import Serde
 class Materialized:
     """Names a store (making it queryable) and sets its serdes, caching and logging.
 
-    Wherever the DSL takes ``materialized=``, a plain store name works too.
+    Wherever the DSL takes ``materialized=``, a plain store name works too. A store supplier
+    chooses the store: ``Materialized.as_(Stores.persistent_versioned_key_value_store(name,
+    history_retention))`` makes a versioned table (a table's source, ``to_table``,
+    ``filter``, ``filter_not`` and ``map_values`` take one).
 
     >>> Materialized.as_("us-share-holders").with_caching_disabled().caching
     False
@@ -24,16 +32,39 @@ class Materialized:
     caching: bool | None = None
     logging: bool = True
     retention: int | None = None
+    supplier: KeyValueStoreSupplier | VersionedKeyValueStoreSupplier | None = None
 
     @classmethod
-    def as_(cls, name: str) -> Materialized:
-        """A store named ``name``: queryable by that name (``driver.get_key_value_store``,
-        ``app.store``, the HTTP API). ``as`` is a Python keyword, hence the underscore.
+    def as_(cls, store: str | KeyValueStoreSupplier | VersionedKeyValueStoreSupplier
+            ) -> Materialized:
+        """A store named ``store`` (or made by a store supplier, under its name): queryable by
+        that name (``driver.get_key_value_store``, ``app.store``, the HTTP API). ``as`` is a
+        Python keyword, hence the underscore.
 
         >>> Materialized.as_("counts").name
         'counts'
+        >>> from streamtable import Stores
+        >>> Materialized.as_(Stores.persistent_versioned_key_value_store("rates", 60_000)).name
+        'rates'
         """
-        return cls(name=name)
+        if isinstance(store, str):
+            return cls(name=store)
+        if isinstance(store, WindowStoreSupplier):
+            raise TypeError(f"Materialized.as_ takes a store name or a key-value store supplier; "
+                            f"{store.name!r} is a window store supplier")
+        if not isinstance(store, (KeyValueStoreSupplier, VersionedKeyValueStoreSupplier)):
+            raise TypeError(f"Materialized.as_ takes a store name or a store supplier "
+                            f"(Stores....), not {type(store).__name__}")
+        return cls(name=store.name, supplier=store)
+
+    @property
+    def versioned(self) -> bool:
+        """Whether the store is a versioned one.
+
+        >>> Materialized.as_("counts").versioned
+        False
+        """
+        return isinstance(self.supplier, VersionedKeyValueStoreSupplier)
 
     def with_key_serde(self, serde: Serde | str) -> Materialized:
         """The serde of the store's keys (a :class:`~streamtable.serde.serdes.Serde` or its

@@ -10,7 +10,10 @@ Key-value stores (``Stores.key_value_store_builder``) give a processor a
 :class:`~streamtable.state.timestamped.ValueAndTimestamp` values, and
 ``Stores.timestamped_key_value_store_with_headers_builder``
 :class:`~streamtable.state.timestamped.ValueTimestampHeaders` values; window stores
-(``Stores.window_store_builder``) give a :class:`~streamtable.state.window_store.WindowStore`.
+(``Stores.window_store_builder``) give a :class:`~streamtable.state.window_store.WindowStore`;
+versioned stores (``Stores.versioned_key_value_store_builder``) give a
+:class:`~streamtable.state.versioned.VersionedKeyValueStore`. A versioned store supplier also
+materializes a table: ``Materialized.as_(Stores.persistent_versioned_key_value_store(...))``.
 """
 
 from __future__ import annotations
@@ -46,14 +49,28 @@ class WindowStoreSupplier:
 
 
 @dataclass(frozen=True)
+class VersionedKeyValueStoreSupplier:
+    """Names a versioned key-value store: how long it keeps the older values of a key (its
+    history retention, which is also how late a put may come) and the segment interval its
+    expired versions are dropped by. Made by :meth:`Stores.persistent_versioned_key_value_store`
+    or :meth:`Stores.in_memory_versioned_key_value_store`."""
+
+    name: str
+    persistent: bool
+    history_retention_ms: int
+    segment_interval_ms: int
+
+
+@dataclass(frozen=True)
 class StoreBuilder:
     """A key-value store to add to a topology: its name, serdes, whether it has a changelog
     (shown by ``describe()``) and whether users may query it (``driver.get_key_value_store``
     always can; ``app.store(name)`` and the HTTP API need ``queryable``).
 
-    ``kind`` is ``"key-value"`` or ``"window"`` (then with the window store's size, retention
-    and duplicates policy); ``timestamped`` stores hold values with their timestamps, and
-    ``headers`` stores with the headers of the record that wrote them too.
+    ``kind`` is ``"key-value"``, ``"window"`` (then with the window store's size, retention
+    and duplicates policy) or ``"versioned"`` (then with its history retention in
+    ``retention_ms`` and its segment interval); ``timestamped`` stores hold values with their
+    timestamps, and ``headers`` stores with the headers of the record that wrote them too.
 
     >>> StoreBuilder("last-state").with_queryable().queryable
     True
@@ -71,6 +88,7 @@ class StoreBuilder:
     window_size_ms: int | None = None
     retention_ms: int | None = None
     retain_duplicates: bool = False
+    segment_interval_ms: int | None = None
 
     def with_logging_disabled(self) -> StoreBuilder:
         """No changelog for the store.
@@ -254,3 +272,66 @@ class Stores:
         :class:`~streamtable.state.timestamped.ValueAndTimestamp`."""
         return replace(Stores.window_store_builder(supplier, key_serde, value_serde),
                        timestamped=True)
+
+    @staticmethod
+    def persistent_versioned_key_value_store(name: str, history_retention: int | timedelta,
+                                             segment_interval: int | timedelta | None = None
+                                             ) -> VersionedKeyValueStoreSupplier:
+        """A versioned key-value store (Kafka Streams' ``persistentVersionedKeyValueStore``):
+        every value of a key with its validity interval, for ``history_retention`` (ms or
+        ``timedelta``) of the store's stream time, read as of any time within it. The history
+        retention is also the store's grace period: a put older than the store's stream time
+        minus it is refused. ``segment_interval`` (default: Kafka's, from the retention) is
+        how much stream time passes between two deletions of expired versions.
+
+        Use it to materialize a table (``Materialized.as_(...)``: a versioned table, see the
+        joins guide) or, with :meth:`versioned_key_value_store_builder`, in a processor.
+
+        >>> s = Stores.persistent_versioned_key_value_store("rates", timedelta(minutes=10))
+        >>> s.history_retention_ms, s.segment_interval_ms
+        (600000, 60000)
+        """
+        return Stores._versioned(name, True, history_retention, segment_interval)
+
+    @staticmethod
+    def in_memory_versioned_key_value_store(name: str, history_retention: int | timedelta,
+                                            segment_interval: int | timedelta | None = None
+                                            ) -> VersionedKeyValueStoreSupplier:
+        """Like :meth:`persistent_versioned_key_value_store` (see the class docstring: both
+        are durable task state)."""
+        return Stores._versioned(name, False, history_retention, segment_interval)
+
+    @staticmethod
+    def _versioned(name: str, persistent: bool, history_retention: int | timedelta,
+                   segment_interval: int | timedelta | None) -> VersionedKeyValueStoreSupplier:
+        from streamtable.state.versioned import default_segment_interval
+
+        retention_ms = to_ms(history_retention, "history_retention")
+        if retention_ms < 0:
+            raise ValueError(f"versioned store {name!r}: history_retention must not be "
+                             f"negative, not {retention_ms} ms")
+        segment_ms = (default_segment_interval(retention_ms) if segment_interval is None
+                      else to_ms(segment_interval, "segment_interval"))
+        if segment_ms <= 0:
+            raise ValueError(f"versioned store {name!r}: segment_interval must be positive, "
+                             f"not {segment_ms} ms")
+        return VersionedKeyValueStoreSupplier(name, persistent, retention_ms, segment_ms)
+
+    @staticmethod
+    def versioned_key_value_store_builder(supplier: VersionedKeyValueStoreSupplier,
+                                          key_serde: Serde | str | None = None,
+                                          value_serde: Serde | str | None = None
+                                          ) -> StoreBuilder:
+        """A versioned store for processors (Kafka Streams' ``versionedKeyValueStoreBuilder``):
+        a processor puts ``(key, value, timestamp)`` and reads ``get(key)`` or
+        ``get(key, as_of)`` (see :class:`~streamtable.state.versioned.VersionedKeyValueStore`).
+
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> _ = b.add_state_store(Stores.versioned_key_value_store_builder(
+        ...     Stores.persistent_versioned_key_value_store("prices", 3_600_000)))
+        """
+        return StoreBuilder(supplier.name, key_serde, value_serde,
+                            persistent=supplier.persistent, kind="versioned",
+                            retention_ms=supplier.history_retention_ms,
+                            segment_interval_ms=supplier.segment_interval_ms)

@@ -15,7 +15,7 @@ from streamtable.serde import Serde
 if TYPE_CHECKING:
     from streamtable.dsl.global_table import GlobalKTable
     from streamtable.dsl.grouped import KGroupedStream
-    from streamtable.dsl.joins import StreamJoined
+    from streamtable.dsl.joins import Joined, StreamJoined
     from streamtable.dsl.table import KTable
     from streamtable.windowing import JoinWindows
 
@@ -338,14 +338,18 @@ class KStream:
 
     # -- joins -----------------------------------------------------------------------------
     def join(self, other: KStream | KTable | GlobalKTable, joiner: Callable[[Any, Any], Any],
-             windows: JoinWindows | Callable[[Any, Any], Any] | None = None, *,
+             windows: JoinWindows | Joined | Callable[[Any, Any], Any] | None = None, *,
              stream_joined: StreamJoined | str | None = None,
-             named: str | None = None) -> KStream:
+             named: str | None = None, joined: Joined | None = None) -> KStream:
         """Inner join with a table, a stream or a global table.
 
         - ``join(table, joiner)``: each record joins the table's current row for its key
           (``joiner(value, table_value)``); records without a row are skipped. The stream and the
           table's topic must be co-partitioned; a stream whose key was changed is repartitioned.
+          A versioned table (``Materialized.as_(Stores.persistent_versioned_key_value_store(
+          ...))``) is joined as of each record's timestamp; ``join(table, joiner,
+          Joined.with_grace_period(ms))`` (or ``joined=``) holds the records back for the grace
+          period first, so that late table updates are seen (see the joins guide).
         - ``join(stream, joiner, JoinWindows...)``: records of both streams with the same key
           and timestamps within the windows join (``joiner(this_value, other_value)``), at the
           larger timestamp; ``stream_joined`` names the join's stores.
@@ -358,18 +362,23 @@ class KStream:
         >>> b.stream("tick").left_join(open_, lambda tick, state: state).to("states")
         >>> clicks = b.stream("clicks").join(b.stream("views"), lambda c, v: (c, v),
         ...                                  JoinWindows.of_time_difference_and_grace(60_000, 0))
+        >>> from streamtable import Joined, Materialized, Stores
+        >>> rates = b.table("rates", Materialized.as_(
+        ...     Stores.persistent_versioned_key_value_store("rates", 3_600_000)))
+        >>> priced = b.stream("orders").join(rates, lambda amount, rate: amount * rate,
+        ...                                  Joined.with_grace_period(5_000))
         """
-        return self._join(other, joiner, windows, "inner", stream_joined, named)
+        return self._join(other, joiner, windows, "inner", stream_joined, named, joined)
 
     def left_join(self, other: KStream | KTable | GlobalKTable,
                   joiner: Callable[[Any, Any], Any],
-                  windows: JoinWindows | Callable[[Any, Any], Any] | None = None, *,
+                  windows: JoinWindows | Joined | Callable[[Any, Any], Any] | None = None, *,
                   stream_joined: StreamJoined | str | None = None,
-                  named: str | None = None) -> KStream:
+                  named: str | None = None, joined: Joined | None = None) -> KStream:
         """Left join (arguments as :meth:`join`): records without a partner join ``None``; with
         a stream, once the record's window has closed (stream time past its timestamp + after +
         grace) and only if no partner came."""
-        return self._join(other, joiner, windows, "left", stream_joined, named)
+        return self._join(other, joiner, windows, "left", stream_joined, named, joined)
 
     def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any],
                    windows: JoinWindows, *, stream_joined: StreamJoined | str | None = None,
@@ -383,17 +392,21 @@ class KStream:
         return self._join(other, joiner, windows, "outer", stream_joined, named)
 
     def _join(self, other: Any, joiner: Callable[[Any, Any], Any], third: Any, mode: str,
-              stream_joined: StreamJoined | str | None, named: str | None) -> KStream:
+              stream_joined: StreamJoined | str | None, named: str | None,
+              joined: Joined | None = None) -> KStream:
         from streamtable.dsl.global_table import GlobalKTable
-        from streamtable.dsl.joins import join_global, join_streams
+        from streamtable.dsl.joins import Joined, join_global, join_streams, join_table
 
         if isinstance(other, KStream):
             return join_streams(self, other, joiner, third, mode, stream_joined, named)
         if isinstance(other, GlobalKTable):
             return join_global(self, other, joiner, third, mode == "left", named)
+        if isinstance(third, Joined):
+            joined, third = third, None
         if third is not None:
-            raise TypeError("a stream-table join takes (table, joiner)")
-        return _join_table(self, other, joiner, mode == "left", named)
+            raise TypeError("a stream-table join takes (table, joiner) or (table, joiner, "
+                            "Joined...)")
+        return join_table(self, other, joiner, mode == "left", named, joined)
 
     # -- stateful --------------------------------------------------------------------------
     def group_by(
@@ -456,18 +469,18 @@ class KStream:
         >>> driver.get_key_value_store("latest").get("a")
         2
         """
+        from streamtable.dsl.builder import table_source
         from streamtable.dsl.table import KTable
-        from streamtable.processors.table import TableSource
 
         b = self._builder
         node = self._node
         if self._repartition_required:
             node = b.repartition(node, b.new_name("KSTREAM-TOTABLE-REPARTITION"))
-        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE", [node])
+        store = b.add_store(materialized, "KSTREAM-TOTABLE-STATE-STORE", [node],
+                            versioned_ok=True)
         name = b.new_name("KSTREAM-TOTABLE", named)
-        store_name = store.name
-        b.add_node(name, lambda: TableSource(store_name), [node], stores=[store_name])
-        return KTable(b, name, store_name)
+        b.add_node(name, table_source(store), [node], stores=[store.name])
+        return KTable(b, name, store.name, versioned=store.kind == "versioned")
 
 
 def _is_global_store(builder: StreamsBuilder, store: str) -> bool:
@@ -519,27 +532,6 @@ def _is_record_function(fn: Callable[..., Any]) -> bool:
     required = [p for p in params
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
     return len(required) == 1
-
-
-def _join_table(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any], left: bool,
-                named: str | None) -> KStream:
-    from streamtable.errors import TopologyError
-    from streamtable.processors.join import StreamTableJoin
-
-    if table._store is None:
-        raise TopologyError("the table of a stream-table join must be materialized: pass "
-                            "materialized= to the operator that created it")
-    b = stream._builder
-    node = stream._node
-    if stream._repartition_required:
-        from streamtable.dsl.joins import repartitioned_like
-
-        node = repartitioned_like(stream, "KSTREAM-JOIN-REPARTITION", table._node)
-    name = b.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN", named)
-    store = table._store
-    b.add_node(name, lambda: StreamTableJoin(store, joiner, left), [node], stores=[store],
-               reads=[store])
-    return KStream(b, name)
 
 
 class BranchedKStream:

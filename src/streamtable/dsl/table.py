@@ -25,12 +25,34 @@ class KTable:
     """
 
     def __init__(self, builder: StreamsBuilder, node: str, store: str | None,
-                 grace: int | None = None) -> None:
+                 grace: int | None = None, versioned: bool = False) -> None:
         self._builder = builder
         self._node = node
         self._store = store
         # the grace period of the windows of a windowed aggregation's result table
         self._grace = grace
+        # a versioned table (KIP-914): materialized in a versioned store upstream, with no
+        # unversioned store or stateful operation since
+        self._versioned = versioned
+
+    @property
+    def is_versioned(self) -> bool:
+        """Whether this table is versioned (Kafka Streams' KIP-914): kept in a versioned store
+        (``Materialized.as_(Stores.persistent_versioned_key_value_store(...))``), or derived
+        from one by ``filter``, ``filter_not`` or ``map_values`` that keep it in no other
+        store. A stream joins it as of each record's timestamp; out-of-order updates are kept
+        in its history and do not change aggregations or table joins.
+
+        >>> from streamtable import Materialized, StreamsBuilder, Stores
+        >>> b = StreamsBuilder()
+        >>> rates = b.table("rates", Materialized.as_(
+        ...     Stores.persistent_versioned_key_value_store("rates", 600_000)))
+        >>> rates.is_versioned, rates.filter(lambda k, v: v > 0).is_versioned
+        (True, True)
+        >>> rates.map_values(lambda v: v * 2, materialized="doubled").is_versioned
+        False
+        """
+        return self._versioned
 
     @property
     def queryable_store_name(self) -> str | None:
@@ -52,11 +74,14 @@ class KTable:
               materialized: Materialized | str | None, named: str | None) -> KTable:
         b = self._builder
         store = None
+        versioned = self._versioned
         if materialized is not None:
-            store = b.add_store(materialized, f"{prefix}-STATE-STORE", [self._node]).name
+            spec = b.add_store(materialized, f"{prefix}-STATE-STORE", [self._node],
+                               versioned_ok=True)
+            store, versioned = spec.name, spec.kind == "versioned"
         name = b.new_name(prefix, named)
         b.add_node(name, lambda: make(store), [self._node], stores=[store] if store else [])
-        return KTable(b, name, store)
+        return KTable(b, name, store, versioned=versioned)
 
     def filter(self, predicate: Callable[[Any, Any], bool],
                materialized: Materialized | str | None = None, *,
@@ -75,9 +100,10 @@ class KTable:
         >>> driver.create_output_topic("out").read_key_values()
         [('ann', {'active': True}), ('ann', None)]
         """
+        versioned = self._versioned
         return self._then(
-            "KTABLE-FILTER", lambda s: tp.TableFilter(predicate, False, s), materialized, named
-        )
+            "KTABLE-FILTER", lambda s: tp.TableFilter(predicate, False, s, versioned),
+            materialized, named)
 
     def filter_not(self, predicate: Callable[[Any, Any], bool],
                    materialized: Materialized | str | None = None, *,
@@ -92,9 +118,10 @@ class KTable:
         >>> driver.get_key_value_store("inactive").get("bob")
         {'active': False}
         """
+        versioned = self._versioned
         return self._then(
-            "KTABLE-FILTER", lambda s: tp.TableFilter(predicate, True, s), materialized, named
-        )
+            "KTABLE-FILTER", lambda s: tp.TableFilter(predicate, True, s, versioned),
+            materialized, named)
 
     def map_values(self, mapper: Callable[..., Any],
                    materialized: Materialized | str | None = None, *,
@@ -135,6 +162,11 @@ class KTable:
             SuppressUntilWindowCloses,
         )
 
+        if self._versioned:
+            raise TopologyError(
+                "suppress() is not allowed on a versioned table (as in Kafka Streams): it would "
+                "collapse the table's version history; materialize the table in a plain store "
+                "first (e.g. map_values(..., materialized=...))")
         limit, grace, buffer = suppressed.time_limit, self._grace, suppressed.buffer
         if limit is None and grace is None:
             raise TopologyError(

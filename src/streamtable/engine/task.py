@@ -32,6 +32,7 @@ from streamtable.processors.cache import ChangeForwarder
 from streamtable.processors.io import SourceProcessor
 from streamtable.processors.user import ProcessorApiContext
 from streamtable.records import NO_ORIGIN, Headers, Origin, RawRecord, RecordRun
+from streamtable.state.versioned import VERSIONED_META_STORE, VersionedKeyValueStore
 from streamtable.topology.graph import NodeKind, StoreSpec, SubTopology, Topology
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class Task:
         self.global_stores = dict(global_stores or {})
         self._backend = stores
         self._internal: dict[str, KeyValueStore] = {}
+        self._versioned: dict[str, VersionedKeyValueStore | None] = {}
         self._flushes: list[Callable[[], bool]] = []
         self.wall_clock_ms = wall_clock_ms
         self.commit_requested = False
@@ -155,6 +157,23 @@ class Task:
             if name in self.global_stores:
                 return self.global_stores[name]
             raise ProcessingError(f"store {name!r} is not connected to this sub-topology") from None
+
+    def versioned_store(self, name: str) -> VersionedKeyValueStore | None:
+        """Store ``name`` as a versioned store (one per task), or None if it is not one."""
+        if name in self._versioned:
+            return self._versioned[name]
+        spec = self.topology.stores.get(name)
+        found = None
+        if spec is not None and spec.kind == "versioned":
+            where = f"versioned store {name}"
+            found = VersionedKeyValueStore(
+                self.get_store(name), self.internal_store(VERSIONED_META_STORE),
+                history_retention=spec.retention_ms or 0,
+                segment_interval=spec.segment_interval_ms, task=self.partition,
+                on_expired=lambda: self.record_dropped(
+                    where, "put older than the versioned store's history retention"))
+        self._versioned[name] = found
+        return found
 
     def internal_store(self, name: str) -> KeyValueStore:
         """A store of this task the topology does not declare, created on first use."""
@@ -441,6 +460,9 @@ class TaskContext:
 
     def internal_store(self, name: str) -> KeyValueStore:
         return self._task.internal_store(name)
+
+    def versioned_store(self, name: str) -> VersionedKeyValueStore | None:
+        return self._task.versioned_store(name)
 
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:
         return self._task.change_forwarder(processor, store_name)

@@ -22,6 +22,7 @@ from streamtable.records import Headers
 
 if TYPE_CHECKING:
     from streamtable.processors.cache import ChangeForwarder
+    from streamtable.state.versioned import VersionedKeyValueStore
 
 
 class InternalProcessorContext(Protocol):
@@ -65,6 +66,11 @@ class InternalProcessorContext(Protocol):
     def internal_store(self, name: str) -> Any:
         """A task store the topology does not declare (task state kept on behalf of other
         stores, e.g. the stream time of window stores), created on first use."""
+        ...
+
+    def versioned_store(self, name: str) -> VersionedKeyValueStore | None:
+        """Store ``name`` as a versioned store, if it is one (``None`` otherwise): one view per
+        task, shared by every operator that writes or reads it."""
         ...
 
     def change_forwarder(self, processor: Processor, store_name: str) -> ChangeForwarder:

@@ -31,24 +31,35 @@ Receiver = Callable[[Any, Any, int, Headers], None]
 class Change(Generic[V]):
     """One update of a KTable row: the ``new`` value and the ``old`` one (``None`` = absent).
 
+    ``is_latest`` is False for an out-of-order update of a versioned table (KIP-914): one
+    older than the key's latest version, kept in the table's history. It is forwarded (a
+    ``to_stream`` shows it), but aggregations and table-table joins skip it.
+
     >>> Change({1, 3}, {1})
     Change(new={1, 3}, old={1})
+    >>> Change("late", "now", is_latest=False)
+    Change(new='late', old='now', is_latest=False)
     """
 
-    __slots__ = ("new", "old")
+    __slots__ = ("new", "old", "is_latest")
 
-    def __init__(self, new: V | None, old: V | None) -> None:
+    def __init__(self, new: V | None, old: V | None, is_latest: bool = True) -> None:
         self.new = new
         self.old = old
+        self.is_latest = is_latest
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Change) and self.new == other.new and self.old == other.old
+        return (isinstance(other, Change) and self.new == other.new and self.old == other.old
+                and self.is_latest == other.is_latest)
 
     def __repr__(self) -> str:
-        return f"Change(new={self.new!r}, old={self.old!r})"
+        latest = "" if self.is_latest else ", is_latest=False"
+        return f"Change(new={self.new!r}, old={self.old!r}{latest})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Change, (self.new, self.old))
+        if self.is_latest:
+            return (Change, (self.new, self.old))
+        return (Change, (self.new, self.old, False))
 
 
 class Record:

@@ -33,7 +33,7 @@ from typing import Any
 
 from streamtable.processors._operator import InternalProcessorContext, Operator
 from streamtable.processors.api import Change, Record
-from streamtable.processors.table import StoringProcessor
+from streamtable.processors.table import OUT_OF_ORDER, StoringProcessor
 
 # Subscription instructions (Kafka Streams' names)
 DELETE_KEY_NO_PROPAGATE = 0
@@ -62,6 +62,9 @@ class SubscriptionSend(Operator):
 
     def process(self, record: Record) -> None:
         change: Change[Any] = record.value
+        if not change.is_latest:
+            self.context.record_dropped(self.name, OUT_OF_ORDER)
+            return
         new, old = change.new, change.old
         if new is None and old is None:
             return
@@ -138,6 +141,9 @@ class ForeignTableChange(Operator):
 
     def process(self, record: Record) -> None:
         change: Change[Any] = record.value
+        if not change.is_latest:
+            self.context.record_dropped(self.name, OUT_OF_ORDER)
+            return
         if change.new is None and change.old is None:
             return
         for key in self.subs.keys_with_first(record.key):

@@ -1,20 +1,30 @@
 """Joins: a stream record looks up a table's current row for its key (stream-table; with a global
-table, for the key it selects); a change of either table of a primary-key table-table join looks
-up the other table's row."""
+table, for the key it selects; with a versioned table, its row as of the record's timestamp,
+after a grace period if one is set); a change of either table of a primary-key table-table join
+looks up the other table's row."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from streamtable.processors._operator import InternalProcessorContext, Operator
 from streamtable.processors.api import Change, Record
-from streamtable.processors.table import StoringProcessor
+from streamtable.processors.table import OUT_OF_ORDER, StoringProcessor
+
+TOO_OLD = "stream record older than the versioned table's history retention"
 
 
 class StreamTableJoin(Operator):
     """``joiner(stream_value, table_value)``; an inner join skips records without a row, a left
-    join joins them with ``None``. The result keeps the stream record's timestamp."""
+    join joins them with ``None``. The result keeps the stream record's timestamp.
+
+    With a versioned table (KIP-914) a record joins the table's row as of its own timestamp:
+    the version valid then, whatever arrived since. A record older than the table's history
+    retention finds only a latest version old enough; an inner join without one drops it
+    (counted), a left join joins it with ``None``."""
 
     def __init__(self, store_name: str, joiner: Callable[[Any, Any], Any], left: bool) -> None:
         self.store_name = store_name
@@ -24,15 +34,28 @@ class StreamTableJoin(Operator):
     def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        self.versioned = context.versioned_store(self.store_name)
 
     def process(self, record: Record) -> None:
         if record.key is None or record.value is None:
             self.context.record_dropped(self.name, "null key or value in a stream-table join")
             return
-        stored = self.store.get(record.key)
-        if stored is None and not self.left:
+        self.join(record)
+
+    def join(self, record: Record) -> None:
+        """Join a record (with a key and a value) with the table's row."""
+        versioned = self.versioned
+        if versioned is None:
+            stored = self.store.get(record.key)
+            table_value = None if stored is None else stored[0]
+        else:
+            found = versioned.get(record.key, record.timestamp)
+            table_value = None if found is None else found.value
+            if found is None and not self.left and versioned.expired(record.timestamp):
+                self.context.record_dropped(self.name, TOO_OLD)
+                return
+        if table_value is None and not self.left:
             return
-        table_value = None if stored is None else stored[0]
         self.forward(record.with_value(self.joiner(record.value, table_value)))
 
 
@@ -100,6 +123,11 @@ class TableTableJoin(Operator):
 
     def process(self, record: Record) -> None:
         change: Change[Any] = record.value
+        if not change.is_latest:
+            # an update of a versioned table older than its key's latest version: the join
+            # keeps the latest versions (Kafka Streams' KIP-914)
+            self.context.record_dropped(self.name, OUT_OF_ORDER)
+            return
         stored = self.other.get(record.key)
         theirs = None if stored is None else stored[0]
         new = self._join(change.new, theirs)
@@ -127,3 +155,75 @@ class TableJoinMerge(StoringProcessor):
         if change.new is None and old is None:
             return
         self.emit(record.key, change.new, old, record)
+
+
+@dataclass(frozen=True)
+class _BufferTime:
+    """The key under which a join's buffer keeps the largest timestamp it has seen."""
+
+
+_BUFFER_TIME = _BufferTime()
+
+
+class BufferedStreamTableJoin(StreamTableJoin):
+    """A stream-table join with a grace period (Kafka Streams' KIP-923), for a versioned table:
+    a stream record waits in a buffer until the largest timestamp the buffer has seen is
+    ``grace`` past it, then joins the table as of its own timestamp, so a table update that
+    arrives late, within the grace period, still meets the stream records it precedes. A
+    record already more than ``grace`` behind that time joins at once (Kafka Streams'
+    ``KStreamKTableJoinProcessor``); buffered records leave in timestamp order, then arrival
+    order, each with its own timestamp and headers.
+
+    The buffer is a store of the task (Kafka Streams' ``RocksDBTimeOrderedKeyValueBuffer``),
+    committed with it: entries ``(timestamp, sequence) -> (key, value, headers)``, and the
+    buffer's time. It is read once per task, at its first record (the buffer holds at most a
+    grace period of records)."""
+
+    def __init__(self, store_name: str, joiner: Callable[[Any, Any], Any], left: bool,
+                 grace_ms: int, buffer_name: str) -> None:
+        super().__init__(store_name, joiner, left)
+        self.grace = grace_ms
+        self.buffer_name = buffer_name
+
+    def init(self, context: InternalProcessorContext) -> None:
+        super().init(context)
+        self.buffer = context.get_state_store(self.buffer_name)
+        self._loaded = False
+        self._observed = -1
+        self._seq = 0
+        self._held: list[tuple[int, int]] = []
+
+    def _load(self) -> None:
+        """Read the buffer left by earlier batches: its time and what it holds."""
+        self._loaded = True
+        for key, value in self.buffer.items():
+            if type(key) is _BufferTime:
+                self._observed = value[0]
+            else:
+                self._held.append(key)
+                self._seq = max(self._seq, key[1] + 1)
+        heapq.heapify(self._held)
+
+    def process(self, record: Record) -> None:
+        if record.key is None or record.value is None:
+            self.context.record_dropped(self.name, "null key or value in a stream-table join")
+            return
+        if not self._loaded:
+            self._load()
+        ts = record.timestamp
+        if self._observed - self.grace > ts:
+            self.join(record)  # too late to wait for the table: joined at once
+            return
+        slot = (ts, self._seq)
+        self._seq += 1
+        self.buffer.put(slot, (record.key, record.value, record.headers))
+        heapq.heappush(self._held, slot)
+        if ts > self._observed:
+            self._observed = ts
+            self.buffer.put(_BUFFER_TIME, (ts, ts))
+        limit = self._observed - self.grace
+        held = self._held
+        while held and held[0][0] <= limit:
+            slot = heapq.heappop(held)
+            key, value, headers = self.buffer.delete(slot)
+            self.join(Record(key, value, slot[0], headers))

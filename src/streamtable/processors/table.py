@@ -9,10 +9,17 @@ from typing import Any
 from streamtable.processors._operator import InternalProcessorContext, Operator
 from streamtable.processors.api import Change, Record
 from streamtable.processors.cache import ChangeForwarder
+from streamtable.state.versioned import (
+    PUT_RETURN_CODE_NOT_PUT,
+    PUT_RETURN_CODE_VALID_TO_UNDEFINED,
+    VersionedKeyValueStore,
+)
 
 log = logging.getLogger(__name__)
 
 NO_PAIR = "group_by selected no key-value pair"
+# a versioned table's update older than its key's latest version: no new join result (KIP-914)
+OUT_OF_ORDER = "out-of-order update of a versioned table in a table-table join"
 
 
 class StoringProcessor(Operator):
@@ -22,27 +29,46 @@ class StoringProcessor(Operator):
     With ``dsl.store.format=headers`` (``keep_headers``) the store holds ``(value, timestamp,
     headers)``: the headers of the record whose change wrote the value, the ones the change is
     forwarded with. The choice is made once, at ``init``, so the default path pays nothing.
+
+    In a versioned store (KIP-914) each change is put as a version at its timestamp and
+    forwarded at once (versioned stores have no cache), marked ``is_latest=False`` when it is
+    older than the key's latest version; a put the store refuses as older than its history
+    retention is not forwarded. A versioned store keeps values and timestamps, not headers.
     """
 
     store_name: str | None = None
     forwarder: ChangeForwarder
     keep_headers = False
+    versioned: VersionedKeyValueStore | None = None
 
     def init(self, context: InternalProcessorContext) -> None:
         super().init(context)
         if self.store_name is not None:
             self.store = context.get_state_store(self.store_name)
+            self.versioned = context.versioned_store(self.store_name)
+            if self.versioned is not None:
+                return
             self.forwarder = context.change_forwarder(self, self.store_name)
             self.keep_headers = context.store_headers(self.store_name)
             if self.keep_headers:
                 self.emit = self._emit_with_headers  # type: ignore[method-assign]
 
-    def emit(self, key: Any, new: Any, old: Any, record: Record) -> None:
-        """Write ``new`` to the store (if any) and forward Change(new, old)."""
+    def emit(self, key: Any, new: Any, old: Any, record: Record, is_latest: bool = True,
+             keep_empty: bool = False) -> None:
+        """Write ``new`` to the store (if any) and forward Change(new, old); without a store,
+        a change from nothing to nothing is forwarded only with ``keep_empty``."""
         if self.store_name is None:
-            if new is None and old is None:
+            if new is None and old is None and not keep_empty:
                 return
-            self.forward(Record(key, Change(new, old), record.timestamp, record.headers))
+            self.forward(Record(key, Change(new, old, is_latest), record.timestamp,
+                                record.headers))
+            return
+        if self.versioned is not None:
+            put = self.versioned.put(key, new, record.timestamp)
+            if put != PUT_RETURN_CODE_NOT_PUT:
+                latest = put == PUT_RETURN_CODE_VALID_TO_UNDEFINED
+                self.forward(Record(key, Change(new, old, latest), record.timestamp,
+                                    record.headers))
             return
         if new is None:
             self.store.delete(key)
@@ -50,7 +76,8 @@ class StoringProcessor(Operator):
             self.store.put(key, (new, record.timestamp))
         self.forwarder.forward(key, new, old, record.timestamp, record.headers)
 
-    def _emit_with_headers(self, key: Any, new: Any, old: Any, record: Record) -> None:
+    def _emit_with_headers(self, key: Any, new: Any, old: Any, record: Record,
+                           is_latest: bool = True, keep_empty: bool = False) -> None:
         """:meth:`emit` into a store that keeps headers (see the class)."""
         if new is None:
             self.store.delete(key)
@@ -86,6 +113,26 @@ class TableSource(StoringProcessor):
         self.emit(key, record.value, old, record)
 
 
+class VersionedTableSource(StoringProcessor):
+    """A table source kept in a versioned store (Kafka Streams' ``KTableSource`` over a
+    ``VersionedKeyValueStore``, KIP-914): each record is put as the key's version at its
+    timestamp and forwarded as ``Change(value, latest value before it)``; a record older than
+    the key's latest version is kept in the history and forwarded with ``is_latest=False``
+    (aggregations and table joins skip it), one older than the store's history retention is
+    dropped and counted."""
+
+    def __init__(self, store_name: str) -> None:
+        self.store_name = store_name
+
+    def process(self, record: Record) -> None:
+        key = record.key
+        if key is None:
+            self.context.record_dropped(self.name, "null key for a table")
+            return
+        stored = self.store.get(key)  # the latest version, as a plain store holds it
+        self.emit(key, record.value, None if stored is None else stored[0], record)
+
+
 class TableFilter(StoringProcessor):
     """Keeps rows for which ``predicate(key, value)`` holds; a row that stops matching is
     forwarded as a deletion, a row that never matched is never forwarded."""
@@ -95,10 +142,14 @@ class TableFilter(StoringProcessor):
         predicate: Callable[[Any, Any], bool],
         negate: bool = False,
         store_name: str | None = None,
+        versioned_input: bool = False,
     ) -> None:
         self.predicate = predicate
         self.negate = negate
         self.store_name = store_name
+        # filtering a versioned table forwards a row that neither was nor is kept (Kafka
+        # Streams' KIP-914: the history downstream stays complete)
+        self.versioned_input = versioned_input
 
     def _keep(self, key: Any, value: Any) -> Any:
         if value is None:
@@ -113,9 +164,9 @@ class TableFilter(StoringProcessor):
             old = None if stored is None else stored[0]
         else:
             old = self._keep(record.key, change.old)
-        if new is None and old is None:
+        if new is None and old is None and not self.versioned_input:
             return
-        self.emit(record.key, new, old, record)
+        self.emit(record.key, new, old, record, change.is_latest, self.versioned_input)
 
 
 class TableMapValues(StoringProcessor):
@@ -132,7 +183,7 @@ class TableMapValues(StoringProcessor):
             old = None if stored is None else stored[0]
         else:
             old = None if change.old is None else self.mapper(key, change.old)
-        self.emit(key, new, old, record)
+        self.emit(key, new, old, record, change.is_latest)
 
 
 class TableToStream(Operator):
@@ -156,6 +207,10 @@ class TableGroupByMap(Operator):
 
     def process(self, record: Record) -> None:
         change: Change[Any] = record.value
+        if not change.is_latest:
+            # an out-of-order update of a versioned table: the aggregate keeps the latest
+            # version of each row (Kafka Streams' KTableRepartitionMap, KIP-914)
+            return
         if change.old is not None:
             pair = self.selector(record.key, change.old)
             if pair is None:

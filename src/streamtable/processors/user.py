@@ -12,8 +12,9 @@ every store the DSL made (a table's, an aggregation's), a
 :class:`TimestampedKeyValueStoreWithHeadersView`
 (:class:`~streamtable.state.timestamped.ValueTimestampHeaders` values) for a store that keeps
 headers (``Stores.timestamped_key_value_store_with_headers_builder``, and the DSL's stores with
-``dsl.store.format=headers``), and a :class:`~streamtable.state.window_store.WindowStore` for a
-window store.
+``dsl.store.format=headers``), a :class:`~streamtable.state.window_store.WindowStore` for a
+window store, and a :class:`~streamtable.state.versioned.VersionedKeyValueStore` for a versioned
+store (a user's, or a versioned table's).
 """
 
 from __future__ import annotations
@@ -319,8 +320,10 @@ class ProcessorApiContext:
 
     def get_state_store(self, name: str) -> Any:
         """A store connected to this processor (``stream.process(..., "name")``): a
-        :class:`KeyValueStoreView`, a :class:`TimestampedKeyValueStoreView` or a
-        :class:`~streamtable.state.window_store.WindowStore`, as the store was built."""
+        :class:`KeyValueStoreView`, a :class:`TimestampedKeyValueStoreView`, a
+        :class:`~streamtable.state.window_store.WindowStore` or a
+        :class:`~streamtable.state.versioned.VersionedKeyValueStore`, as the store was
+        built."""
         view = self._stores.get(name)
         if view is None:
             spec = self._connected.get(name)
@@ -330,6 +333,10 @@ class ProcessorApiContext:
                     f"(connected: {list(self._connected)}); name it in "
                     "stream.process(supplier, store_name)", processor=self._node.name)
             task, node = self._task, self._node.name
+            if spec.kind == "versioned":
+                # one view per task: a DSL operator may write the same store
+                view = self._stores[name] = task.versioned_store(name)
+                return view
             view = self._stores[name] = store_view(
                 spec, task.get_state_store(name),
                 lambda: task.internal_store(WINDOW_META_STORE), lambda: task.stream_time,

@@ -159,7 +159,8 @@ class ExpiringWindows(StoringProcessor, Generic[W]):
             self.store.put(wkey, (new, timestamp, headers))
         self.forwarder.forward(wkey, new, old, timestamp, headers)
 
-    def emit(self, key: Any, new: Any, old: Any, record: Record) -> None:
+    def emit(self, key: Any, new: Any, old: Any, record: Record, is_latest: bool = True,
+             keep_empty: bool = False) -> None:
         self.write(key, new, old, record.timestamp, record.headers)
 
 

@@ -43,6 +43,15 @@ def encode_key(key: Any) -> bytes:
     return pickle.dumps(key, protocol=5)
 
 
+def is_windowed(data: bytes) -> bool:
+    """Whether an encoded key is a windowed key's.
+
+    >>> is_windowed(encode_key(Windowed("a", 0, 1))), is_windowed(encode_key("W"))
+    (True, False)
+    """
+    return data[:1] == _WINDOWED
+
+
 def decode_key(data: bytes) -> Any:
     if data[:1] == _WINDOWED:
         return decode_windowed(data[1:])

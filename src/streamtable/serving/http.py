@@ -2,8 +2,13 @@
 
     GET /stores                         the queryable stores
     GET /stores/{store}?from=&to=       all entries (or a key range), in key order
-    GET /stores/{store}/keys/{key}      one entry (404 when absent; on a window or session
-                                        store the 404 names the URL of the key's windows)
+    GET /stores/{store}/keys/{key}?as_of=   one entry (404 when absent; on a window or session
+                                        store the 404 names the URL of the key's windows); on
+                                        a versioned store with its timestamp and valid_to, and
+                                        with as_of (epoch ms) the version valid then
+    GET /stores/{store}/versions/{key}?from=&to=  a versioned store: the key's versions valid
+                                        at some time in [from, to] (either bound optional),
+                                        oldest first
     GET /stores/{store}/windows/{key}?from=&to=   a window store: the key's windows starting
                                         in [from, to] (either bound optional), in start order
     GET /stores/{store}/windows?from=&to=         every key's windows starting in [from, to]
@@ -15,7 +20,8 @@
                                         runs; 503 with the failure's message once it died
     GET /metrics                        Prometheus text format (see serving.metrics)
 
-Windows and sessions come as ``{"key", "start", "end", "value"}`` objects.
+Windows and sessions come as ``{"key", "start", "end", "value"}`` objects, versions as
+``{"value", "timestamp", "valid_to"}`` (``valid_to`` null for a key's latest version).
 
 Once the application's query has died, the store endpoints answer 503 with its error too: a
 dead application must not look like an empty one. Before the application has served its first
@@ -46,6 +52,7 @@ from typing import Any
 from streamtable.config import ConfigError
 from streamtable.errors import ApplicationFailedError, StoreNotReadyError
 from streamtable.serving.sqlite import StoreView
+from streamtable.state.versioned import ReadOnlyVersionedKeyValueStore, VersionedRecord
 from streamtable.state.windowed import MAX_TIME, MIN_TIME, SessionQueries, Windowed, WindowQueries
 
 TOKEN_ENV = "STREAMTABLE_HTTP_TOKEN"
@@ -203,15 +210,35 @@ def create_query_api(stores: Mapping[str, StoreView] | Callable[[str], StoreView
             None if from_ is None else _parse_key(from_), None if to is None else _parse_key(to))
         return [{"key": _jsonable(k), "value": _jsonable(val)} for k, val in items]
 
-    @api.get("/stores/{store}/keys/{key}", responses=not_found)
-    def get(store: str, key: str) -> dict[str, Any]:
+    not_versioned: dict[int | str, dict[str, Any]] = {**not_found, 400: {
+        "description": "as_of on a store that is not versioned", "content": detail}}
+
+    @api.get("/stores/{store}/keys/{key}", responses=not_versioned)
+    def get(store: str, key: str, as_of: int | None = None) -> dict[str, Any]:
         parsed = _parse_key(key)
         v = view(store)
+        if isinstance(v, ReadOnlyVersionedKeyValueStore):
+            found = v.get_record(parsed, as_of)
+            if found is None:
+                when = "" if as_of is None else f" as of {as_of}"
+                raise HTTPException(404, f"no key {parsed!r} in store {store!r}{when}")
+            return {"key": _jsonable(parsed), **_version(found)}
+        if as_of is not None:
+            raise HTTPException(400, f"store {store!r} is not a versioned store: it has no "
+                                "as_of reads")
         value = v.get(parsed)
         if value is None:
             raise HTTPException(404, f"no key {parsed!r} in store {store!r}"
                                 + _windows_hint(v, store, parsed, key))
         return {"key": _jsonable(parsed), "value": _jsonable(value)}
+
+    @api.get("/stores/{store}/versions/{key}", responses=not_versioned)
+    def key_versions(store: str, key: str, from_: int | None = Query(None, alias="from"),
+                     to: int | None = None) -> list[dict[str, Any]]:
+        v = view(store)
+        if not isinstance(v, ReadOnlyVersionedKeyValueStore):
+            raise HTTPException(400, f"store {store!r} is not a versioned store")
+        return [_version(r) for r in v.versions(_parse_key(key), from_, to)]
 
     def windows_of(store: str) -> WindowQueries:
         v = view(store)
@@ -257,6 +284,11 @@ def _windows_hint(view: StoreView, store: str, key: Any, text: str) -> str:
         return f" (a {kind} store: no {kind}s of it either)"
     return (f" (a {kind} store: its keys are {kind}s; the {kind}s of {key!r} are at "
             f"/stores/{quote(store)}/{kind}s/{quote(text)})")
+
+
+def _version(record: VersionedRecord) -> dict[str, Any]:
+    return {"value": _jsonable(record.value), "timestamp": record.timestamp,
+            "valid_to": record.valid_to}
 
 
 def _windows(found: list[tuple[Windowed, Any]]) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from streamtable.serving.base import StoreChange
-from streamtable.serving.view import StoreView, split_changes, store_view
+from streamtable.serving.view import StoreView, VersionedStoreView, split_changes, store_view
 
 if TYPE_CHECKING:
     import psycopg
@@ -183,8 +183,9 @@ class PostgresServingStore:
                   self.application_id, batch_id, len(upserts), len(deletes))
         return True
 
-    def view(self, store: str, kind: str = "key-value") -> StoreView:
-        """The query view of ``store``, a ``key-value``, ``window`` or ``session`` store."""
+    def view(self, store: str, kind: str = "key-value") -> StoreView | VersionedStoreView:
+        """The query view of ``store``, a ``key-value``, ``window``, ``session`` or
+        ``versioned`` store."""
         return store_view(self, store, kind)
 
     def stores(self) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streamtable.serving.base import StoreChange
 from streamtable.serving.codec import encode_key, encode_value
-from streamtable.serving.view import StoreView, split_changes, store_view
+from streamtable.serving.view import StoreView, VersionedStoreView, split_changes, store_view
 
 __all__ = ["SqliteServingStore", "StoreView", "encode_key", "encode_value"]
 
@@ -91,8 +91,9 @@ class SqliteServingStore:
             conn.execute("ROLLBACK")
             raise
 
-    def view(self, store: str, kind: str = "key-value") -> StoreView:
-        """The query view of ``store``, a ``key-value``, ``window`` or ``session`` store."""
+    def view(self, store: str, kind: str = "key-value") -> StoreView | VersionedStoreView:
+        """The query view of ``store``, a ``key-value``, ``window``, ``session`` or
+        ``versioned`` store."""
         return store_view(self, store, kind)
 
     def stores(self) -> list[str]:

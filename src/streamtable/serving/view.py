@@ -30,13 +30,15 @@ from streamtable.serving.codec import (
     decode_key,
     decode_value,
     encode_key,
+    is_windowed,
     window_key_range,
 )
 from streamtable.state.stores import in_range, sort_entries, sorted_keys, with_prefix
-from streamtable.state.windowed import SessionQueries, Windowed, WindowQueries
+from streamtable.state.versioned import ReadOnlyVersionedKeyValueStore, StoreTime
+from streamtable.state.windowed import MIN_TIME, SessionQueries, Windowed, WindowQueries
 
-__all__ = ["SessionStoreView", "StoreRows", "StoreView", "WindowStoreView", "split_changes",
-           "store_view"]
+__all__ = ["SessionStoreView", "StoreRows", "StoreView", "VersionedStoreView", "WindowStoreView",
+           "split_changes", "store_view"]
 
 
 class StoreRows(Protocol):
@@ -172,11 +174,68 @@ class SessionStoreView(StoreView, SessionQueries):
         SessionQueries.__init__(self, ServingWindows(serving, name))
 
 
-def store_view(serving: StoreRows, name: str, kind: str = "key-value") -> StoreView:
+class ServingVersionRows:
+    """A versioned store's rows in a serving store (``state.versioned``'s layout: a key's latest
+    value under the key, its older versions under ``Windowed(key, valid_from, valid_to)``, each
+    task's stream time under ``StoreTime(task)``), as
+    :class:`~streamtable.state.versioned.VersionRows`: a key's versions are one range of
+    encoded keys."""
+
+    def __init__(self, serving: StoreRows, name: str) -> None:
+        self._serving = serving
+        self._name = name
+
+    def _get(self, key: Any) -> Any:
+        data = self._serving.read_value(self._name, encode_key(key))
+        return None if data is None else decode_value(data)
+
+    def latest(self, key: Any) -> tuple[Any, int] | None:
+        return self._get(key)  # type: ignore[no-any-return]
+
+    def history(self, key: Any, time_to: int) -> list[tuple[Windowed, tuple[Any, ...]]]:
+        low, high = window_key_range(key, MIN_TIME, time_to)
+        return [(decode_key(k), decode_value(v))
+                for k, v in self._serving.read_key_range(self._name, low, high)]
+
+    def stream_time(self, task: int) -> tuple[int, int] | None:
+        return self._get(StoreTime(task))  # type: ignore[no-any-return]
+
+    def latest_entries(self) -> list[tuple[Any, tuple[Any, int]]]:
+        rows = []
+        for k, v in self._serving.read_rows(self._name):
+            if is_windowed(k):  # an older version
+                continue
+            key = decode_key(k)
+            if type(key) is not StoreTime:
+                rows.append((key, decode_value(v)))
+        return rows
+
+
+class VersionedStoreView(ReadOnlyVersionedKeyValueStore):
+    """A versioned store of a serving store: ``get(key)`` the latest value, ``get(key,
+    as_of=ts)`` the value valid at ``ts``, ``get_record``, ``versions``, and ``all``,
+    ``range``, ``prefix_scan`` over the latest values (see
+    :class:`~streamtable.state.versioned.ReadOnlyVersionedKeyValueStore`)."""
+
+    def __init__(self, serving: StoreRows, name: str) -> None:
+        super().__init__(ServingVersionRows(serving, name), name)
+        self._serving = serving
+
+    def keys_of_task(self, task: int) -> list[Any]:
+        """The keys with a latest value held by one task (partition)."""
+        keys = (decode_key(k) for k in self._serving.read_task_keys(self.name, task)
+                if not is_windowed(k))
+        return sorted_keys(k for k in keys if type(k) is not StoreTime)
+
+
+def store_view(serving: StoreRows, name: str,
+               kind: str = "key-value") -> StoreView | VersionedStoreView:
     """The view of one store of a serving store, with the queries its kind of store answers
-    (``key-value``, ``window`` or ``session``)."""
+    (``key-value``, ``window``, ``session`` or ``versioned``)."""
     if kind == "window":
         return WindowStoreView(serving, name)
     if kind == "session":
         return SessionStoreView(serving, name)
+    if kind == "versioned":
+        return VersionedStoreView(serving, name)
     return StoreView(serving, name)

@@ -15,7 +15,10 @@ class StoreSpec:
     retention and duplicates policy; ``timestamped`` says whether a user's processor sees the
     store's values with their timestamps (every DSL store; ``Stores.timestamped_*``), and
     ``headers`` whether they carry the headers of the record that wrote them too (``None``:
-    the DSL's stores, as ``dsl.store.format`` says; ``Stores.*_with_headers_*``: True).
+    the DSL's stores, as ``dsl.store.format`` says; ``Stores.*_with_headers_*``: True). A
+    ``versioned`` store (``Stores.persistent_versioned_key_value_store``) keeps every value of
+    a key for ``retention_ms`` (its history retention), filed for expiry by segments of
+    ``segment_interval_ms``.
     """
 
     name: str
@@ -30,6 +33,7 @@ class StoreSpec:
     window_size_ms: int | None = None
     retention_ms: int | None = None
     retain_duplicates: bool = False
+    segment_interval_ms: int | None = None
     # a generated name's name before stable names (a counter), to read state written then
     legacy_name: str | None = None
     # what else decides the meaning of the store's entries (its windows), as text

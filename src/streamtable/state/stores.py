@@ -7,7 +7,7 @@ stores. Users query them through :class:`ReadOnlyKeyValueStore`, which shows val
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import TopologyError
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from streamtable.state.spec import StoreSpec
 
 # window and session stores hold their windows under Windowed keys: key-value stores that are
-# queried by key and time range
-SUPPORTED_KINDS = ("key-value", "window", "session")
+# queried by key and time range; versioned stores hold their older versions that way too
+SUPPORTED_KINDS = ("key-value", "window", "session", "versioned")
 
 
 def check_store_kind(spec: StoreSpec) -> None:
@@ -64,6 +64,8 @@ def key_order(key: Any) -> tuple[Any, ...]:
 # key types whose own order is their key_order (among keys all of that one type)
 _SELF_ORDERED = frozenset({str, bytes, int})
 _first = itemgetter(0)
+_second = itemgetter(1)
+_start_end = attrgetter("start", "end")
 
 
 def _entry_order(entry: tuple[Any, Any]) -> tuple[Any, ...]:
@@ -101,9 +103,32 @@ def sorted_keys(keys: Iterable[Any]) -> list[Any]:
     return keys
 
 
+class _Plain:
+    """What the index files a key that is neither a tuple nor windowed under (no
+    ``keys_with_first`` asks for it)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<plain keys>"
+
+
+_PLAIN = _Plain()
+
+
 def first_of(key: Any) -> Any:
-    """``key[0]``: the first element of a tuple key, the key of a windowed key."""
-    return key.key if type(key) is Windowed else key[0]
+    """``key[0]``: the first element of a tuple key, the key of a windowed key; a key of
+    another kind (a versioned store's plain keys) is filed apart.
+
+    >>> first_of(("AAPL", 1)), first_of(Windowed("a", 0, 5)), first_of("AAPL")
+    ('AAPL', 'a', <plain keys>)
+    """
+    t = type(key)
+    if t is Windowed:
+        return key.key
+    if t is tuple or isinstance(key, tuple):
+        return key[0] if key else _PLAIN
+    return _PLAIN
 
 
 def in_range(items: Iterable[tuple[Any, Any]], from_key: Any = None,
@@ -157,7 +182,9 @@ class InMemoryKeyValueStore:
             n = len(data)
             data[key] = value
             if len(data) != n:  # a new key (an update leaves the index as it is)
-                self._index.setdefault(first_of(key), set()).add(key)
+                first = first_of(key)
+                if first is not _PLAIN:
+                    self._index.setdefault(first, set()).add(key)
         if self.track_changes:
             self._changes[key] = value
 
@@ -189,11 +216,21 @@ class InMemoryKeyValueStore:
         if self._index is None:
             index: dict[Any, set[Any]] = {}
             for k in self._data:
-                index.setdefault(first_of(k), set()).add(k)
+                filed = first_of(k)
+                if filed is not _PLAIN:  # plain keys are never asked for
+                    index.setdefault(filed, set()).add(k)
             self._index = index
         keys = self._index.get(first)
         if not keys:
             return []
+        if all(type(k) is Windowed for k in keys):
+            # windows of one key: their key order is their order by start, then end
+            return sorted(keys, key=_start_end)
+        if (all(type(k) is tuple and len(k) == 2 for k in keys)
+                and len(seconds := set(map(type, map(_second, keys)))) == 1
+                and seconds <= _SELF_ORDERED):
+            # pairs with one first element and second elements of one plain type
+            return sorted(keys, key=_second)
         return sorted(keys, key=key_order)
 
     def items(self) -> Iterator[tuple[Any, Any]]:

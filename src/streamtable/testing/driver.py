@@ -47,6 +47,7 @@ from streamtable.state.base import TaskStatePersistence
 from streamtable.state.persistence import FileTaskStatePersistence
 from streamtable.state.stores import ReadOnlySessionStore, ReadOnlyWindowStore, TaskStoresView
 from streamtable.state.task_state import TaskState
+from streamtable.state.versioned import ReadOnlyVersionedKeyValueStore, StoreVersionRows
 from streamtable.topology.graph import NodeKind, Topology
 
 TEST_APPLICATION_ID = "test-app"
@@ -339,8 +340,10 @@ class TopologyTestDriver:
         return list(self._log(topic).records)
 
     # -- state -----------------------------------------------------------------------------
-    def get_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
-        """Query a store by name: ``get``, ``all``, ``range``, ``prefix_scan``.
+    def get_key_value_store(self, name: str
+                            ) -> ReadOnlyKeyValueStore | ReadOnlyVersionedKeyValueStore:
+        """Query a store by name: ``get``, ``all``, ``range``, ``prefix_scan`` (a versioned
+        store's also ``get(key, as_of=ts)``: see :meth:`get_versioned_key_value_store`).
 
         >>> from streamtable import StreamsBuilder
         >>> b = StreamsBuilder()
@@ -351,7 +354,31 @@ class TopologyTestDriver:
         >>> store.get("a"), sorted(store.all())
         (2, [('a', 2), ('b', 1)])
         """
-        return ReadOnlyKeyValueStore(self._store(name))
+        store = self._store(name)
+        spec = self.topology.stores.get(name)
+        if spec is not None and spec.kind == "versioned":
+            return ReadOnlyVersionedKeyValueStore(StoreVersionRows(store), name)
+        return ReadOnlyKeyValueStore(store)
+
+    def get_versioned_key_value_store(self, name: str) -> ReadOnlyVersionedKeyValueStore:
+        """Query a versioned store (a versioned table's, or a processor's): ``get(key)``, the
+        latest value; ``get(key, as_of=ts)``, the value at ``ts``; ``get_record`` and
+        ``versions`` with validity intervals (Kafka Streams' ``getVersionedKeyValueStore``).
+
+        >>> from streamtable import Materialized, StreamsBuilder, Stores
+        >>> b = StreamsBuilder()
+        >>> rates = b.table("rates", Materialized.as_(
+        ...     Stores.persistent_versioned_key_value_store("rates", 60_000)))
+        >>> driver = TopologyTestDriver(b.build())
+        >>> topic = driver.create_input_topic("rates")
+        >>> topic.pipe_input("EUR", 1.10, timestamp=1_000)
+        >>> topic.pipe_input("EUR", 1.12, timestamp=5_000)
+        >>> store = driver.get_versioned_key_value_store("rates")
+        >>> store.get("EUR"), store.get("EUR", as_of=4_999), store.get_record("EUR", as_of=2_000)
+        (1.12, 1.1, VersionedRecord(value=1.1, timestamp=1000, valid_to=5000))
+        """
+        return ReadOnlyVersionedKeyValueStore(
+            StoreVersionRows(self._store(name, "versioned")), name)
 
     def get_timestamped_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
         """Like :meth:`get_key_value_store`, with ``(value, timestamp)`` values.
@@ -364,6 +391,10 @@ class TopologyTestDriver:
         >>> driver.get_timestamped_key_value_store("latest").get("a")
         ('x', 7)
         """
+        spec = self.topology.stores.get(name)
+        if spec is not None and spec.kind == "versioned":
+            raise TypeError(f"store {name!r} is a versioned store: query it with "
+                            "get_versioned_key_value_store (get_record gives timestamps)")
         return ReadOnlyKeyValueStore(self._store(name), timestamped=True)
 
     def get_timestamped_key_value_store_with_headers(self, name: str) -> ReadOnlyKeyValueStore:

@@ -93,3 +93,46 @@ def per_key(pairs):
     for k, v in pairs:
         result[k].append(v)
     return dict(result)
+
+
+def place(key: Any, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives a JSON key."""
+    return default_partition(json.dumps(key).encode(), partitions)
+
+
+def run_driver_batches(topology, topics, batches, partitions: int, cache: bool):
+    """The test driver in batch mode over ``batches`` of ``(topic, key, value, timestamp)``,
+    each record in its key's partition, one micro-batch per batch: the Spark runtime's order."""
+    driver = TopologyTestDriver(
+        topology, {"cache.max.bytes.buffering": 10_000_000 if cache else 0}, batch_mode=True)
+    inputs = {t: driver.create_input_topic(t, partitions=partitions) for t in topics}
+    for batch in batches:
+        for topic, k, v, ts in batch:
+            inputs[topic].pipe_input(k, v, timestamp=ts, partition=place(k, partitions))
+        driver.run_batch()
+    return driver
+
+
+def run_spark_batches(spark, topology, topics, batches, partitions: int, cache: bool,
+                      state_dir: str, app_id: str, dsl_store: str = "in_memory",
+                      replay: int | None = None):
+    """The Spark runtime over the same batches (batch ``replay`` run twice, as Spark replays an
+    unfinished batch after a crash)."""
+    output = MemoryOutput()
+    app = StreamsApp(topology, app_id, state_dir=state_dir, spark=spark, output=output,
+                     config={"cache.max.bytes.buffering": 10_000_000 if cache else 0,
+                             "default.dsl.store": dsl_store})
+    app.prepare(dict.fromkeys(topics, partitions))
+    offsets: dict[tuple[str, int], int] = defaultdict(int)
+    for batch_id, batch in enumerate(batches):
+        rows = []
+        for topic, k, v, ts in batch:
+            p = place(k, partitions)
+            rows.append((topic, p, offsets[topic, p], ts, json.dumps(k).encode(),
+                         None if v is None else JSON.serialize(topic, v), None))
+            offsets[topic, p] += 1
+        frame = spark.createDataFrame(rows, SOURCE_SCHEMA)
+        app.process_batch(frame, batch_id)
+        if batch_id == replay:
+            app.process_batch(frame, batch_id)
+    return app, output

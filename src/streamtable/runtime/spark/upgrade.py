@@ -38,6 +38,7 @@ from streamtable.processors.stateless import Discard
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.state.persistence import FileTaskStatePersistence
 from streamtable.state.task_state import TaskState
+from streamtable.state.versioned import VERSIONED_META_STORE, renamed_versioned_meta
 from streamtable.state.window_store import WINDOW_META_STORE
 from streamtable.storage import join, storage_at
 from streamtable.topology.evolution import KEEP, NEW, UpgradePlan, plan_upgrade
@@ -201,11 +202,15 @@ def _carry_over(app: StreamsApp, plan: UpgradePlan, old: dict[str, Any], new: di
                     if name in kept:
                         state.store(name).restore(
                             dict(before.store(kept[name].old_name or name).items()), fresh=True)
+                renames = {kept[n].old_name or n: n for n in st.stores if n in kept}
                 meta = before.stores.get(WINDOW_META_STORE)
                 if meta is not None:
-                    renames = {kept[n].old_name or n: n for n in st.stores if n in kept}
                     state.store(WINDOW_META_STORE).restore(
                         {renames[k]: v for k, v in meta.items() if k in renames}, fresh=False)
+                versions = before.stores.get(VERSIONED_META_STORE)
+                if versions is not None:
+                    state.store(VERSIONED_META_STORE).restore(
+                        renamed_versioned_meta(versions.items(), renames), fresh=False)
                 if len(sources) == 1:
                     held = before.stores.get(punctuation_store(sid))
                     if held is not None:
@@ -222,6 +227,11 @@ def _carry_over(app: StreamsApp, plan: UpgradePlan, old: dict[str, Any], new: di
                         if name in serving:
                             serving[name] += [(name, encode_key(k), encode_value(v), task)
                                               for k, v in entries.items()]
+                    versions = b.stores.get(VERSIONED_META_STORE)
+                    if versions is not None:  # the backfilled versioned stores' expiry index
+                        state.store(VERSIONED_META_STORE).restore(
+                            renamed_versioned_meta(versions.items(), {n: n for n in built}),
+                            fresh=False)
             for s in state.stores.values():
                 s.drain_changes()
             if state.entries() or state.stream_time >= 0:

@@ -1,0 +1,130 @@
+"""The records' timestamps read as a lookup (the development broker's stand-in for ListOffsets
+by timestamp): the same answers as Kafka's, each record read once, never far beyond a batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamtable.kafka import timestamps
+from streamtable.kafka.batch_cut import cut_at_timestamp
+from streamtable.kafka.timestamps import ReadTimestamps
+
+BASE = 1_436_918_400_000
+
+
+class Message:
+    def __init__(self, offset: int, stamp: int | None) -> None:
+        self._offset, self._stamp = offset, stamp
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (0, -1) if self._stamp is None else (1, self._stamp)
+
+
+class FakeTopic:
+    """consume_range over partitions held as lists of timestamps, counting what is read."""
+
+    def __init__(self, logs: dict[tuple[str, int], list[int | None]]) -> None:
+        self.logs = logs
+        self.read: list[tuple[str, int, int, int]] = []
+
+    def consume_range(self, conf: Any, topic: str, partition: int, start: int, end: int,
+                      chunk: int = 10_000, read_timeout_s: float = 120.0) -> Any:
+        self.read.append((topic, partition, start, end))
+        log = self.logs[(topic, partition)]
+        messages = [Message(o, log[o]) for o in range(start, min(end, len(log)))]
+        for i in range(0, len(messages), chunk):
+            yield messages[i:i + chunk]
+
+    def records_read(self) -> int:
+        return sum(end - start for _, _, start, end in self.read)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def make(logs: dict[tuple[str, int], list[int | None]]) -> FakeTopic:
+        topic = FakeTopic(logs)
+        monkeypatch.setattr(timestamps, "consume_range", topic.consume_range)
+        return topic
+    return make
+
+
+def _earliest(log: list[int | None], start: int, end: int, t: int) -> int | None:
+    return next((o for o in range(start, end) if (log[o] if log[o] is not None else -1) >= t),
+                None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.integers(BASE, BASE + 50)), min_size=1, max_size=40),
+       st.data())
+def test_answers_the_first_record_at_or_after_a_time_from_the_start(
+        log: list[int | None], data: st.DataObject) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        topic = FakeTopic({("t", 0): log})
+        patch.setattr(timestamps, "consume_range", topic.consume_range)
+        reader = ReadTimestamps({}, first_read=data.draw(st.integers(1, 8)))
+        start = 0
+        while start < len(log):
+            end = data.draw(st.integers(start, len(log)))
+            lookup = reader.lookup({("t", 0): start}, {("t", 0): end}, cap=10**6)
+            for t in data.draw(st.lists(st.integers(BASE - 1, BASE + 51), max_size=5)):
+                offset, stamp = lookup(t)[("t", 0)]
+                assert offset == _earliest(log, start, end, t)
+                if offset is not None:
+                    assert stamp == log[offset]
+            start = data.draw(st.integers(start, max(start, end)))
+            if start == end:
+                start += 1
+
+
+def test_each_record_is_read_once_across_batches(fake: Any) -> None:
+    logs = {("bids", 0): [BASE + 2 * i for i in range(5000)],
+            ("persons", 0): [BASE + 100 * i for i in range(100)]}
+    topic = fake(logs)
+    reader = ReadTimestamps({}, first_read=256)
+    starts = {("bids", 0): 0, ("persons", 0): 0}
+    ends = {("bids", 0): 5000, ("persons", 0): 100}
+    batches = 0
+    while starts != ends:
+        budget = 500
+        cut = cut_at_timestamp(starts, ends, budget,
+                               reader.lookup(starts, ends, budget + 1), lower=None)
+        # the batch never reads more than its budget past what it takes, per partition
+        assert topic.records_read() <= sum(cut.ends.values()) + 2 * (budget + 1)
+        starts = cut.ends
+        batches += 1
+    assert batches == (5000 + 100) // 500 + 1
+    # no record read twice (the last batch fits its budget: nothing of it needs reading)
+    for key in logs:
+        spans = sorted((start, end) for t, p, start, end in topic.read if (t, p) == key)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
+    assert 5000 <= topic.records_read() == reader.records_read <= 5100
+
+
+def test_reads_no_more_than_the_cap_of_a_partition(fake: Any) -> None:
+    topic = fake({("t", 0): [BASE] * 1000 + [BASE + 1] * 10})
+    reader = ReadTimestamps({}, first_read=16)
+    lookup = reader.lookup({("t", 0): 0}, {("t", 0): 1010}, cap=101)
+    assert lookup(BASE + 1) == {("t", 0): (101, None)}  # beyond the cap: more than the budget
+    assert topic.records_read() == 101
+    cut = cut_at_timestamp({("t", 0): 0}, {("t", 0): 1010}, 100,
+                           reader.lookup({("t", 0): 0}, {("t", 0): 1010}, cap=101))
+    assert cut.ends == {("t", 0): 100} and cut.timestamp == BASE
+
+
+def test_a_restart_before_what_was_read_reads_again(fake: Any) -> None:
+    topic = fake({("t", 0): [BASE + 10, BASE + 1, BASE + 2, BASE + 3]})
+    reader = ReadTimestamps({}, first_read=4)
+    assert reader.lookup({("t", 0): 0}, {("t", 0): 4}, 10)(BASE + 2) == {("t", 0): (0, BASE + 10)}
+    # from offset 1 the highest so far is no longer the first record's
+    assert reader.lookup({("t", 0): 1}, {("t", 0): 4}, 10)(BASE + 2) == {("t", 0): (2, BASE + 2)}
+    assert topic.records_read() == 4
+    # a replay from an earlier offset
+    assert reader.lookup({("t", 0): 0}, {("t", 0): 4}, 10)(BASE + 3) == {("t", 0): (0, BASE + 10)}
+    assert topic.records_read() == 8

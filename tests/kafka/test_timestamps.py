@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtable.kafka import timestamps
 from streamtable.kafka.batch_cut import cut_at_timestamp
 from streamtable.kafka.timestamps import ReadTimestamps
 
@@ -28,19 +27,20 @@ class Message:
 
 
 class FakeTopic:
-    """consume_range over partitions held as lists of timestamps, counting what is read."""
+    """Partitions held as lists of timestamps, read as ReadTimestamps reads them; counting
+    what is read."""
 
     def __init__(self, logs: dict[tuple[str, int], list[int | None]]) -> None:
         self.logs = logs
         self.read: list[tuple[str, int, int, int]] = []
 
-    def consume_range(self, conf: Any, topic: str, partition: int, start: int, end: int,
-                      chunk: int = 10_000, read_timeout_s: float = 120.0) -> Any:
-        self.read.append((topic, partition, start, end))
-        log = self.logs[(topic, partition)]
-        messages = [Message(o, log[o]) for o in range(start, min(end, len(log)))]
-        for i in range(0, len(messages), chunk):
-            yield messages[i:i + chunk]
+    def messages(self, ranges: dict[tuple[str, int], tuple[int, int]], chunk: int = 7) -> Any:
+        for (topic, partition), (start, end) in ranges.items():
+            self.read.append((topic, partition, start, end))
+            log = self.logs[(topic, partition)]
+            messages = [Message(o, log[o]) for o in range(start, min(end, len(log)))]
+            for i in range(0, len(messages), chunk):
+                yield (topic, partition), messages[i:i + chunk]
 
     def records_read(self) -> int:
         return sum(end - start for _, _, start, end in self.read)
@@ -50,7 +50,8 @@ class FakeTopic:
 def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
     def make(logs: dict[tuple[str, int], list[int | None]]) -> FakeTopic:
         topic = FakeTopic(logs)
-        monkeypatch.setattr(timestamps, "consume_range", topic.consume_range)
+        monkeypatch.setattr(ReadTimestamps, "_messages",
+                            lambda self, *args: topic.messages(*args))
         return topic
     return make
 
@@ -67,7 +68,7 @@ def test_answers_the_first_record_at_or_after_a_time_from_the_start(
         log: list[int | None], data: st.DataObject) -> None:
     with pytest.MonkeyPatch.context() as patch:
         topic = FakeTopic({("t", 0): log})
-        patch.setattr(timestamps, "consume_range", topic.consume_range)
+        patch.setattr(ReadTimestamps, "_messages", lambda self, *args: topic.messages(*args))
         reader = ReadTimestamps({}, first_read=data.draw(st.integers(1, 8)))
         start = 0
         while start < len(log):

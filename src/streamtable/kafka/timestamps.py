@@ -20,14 +20,16 @@ Keys are ``(topic, partition)``.
 from __future__ import annotations
 
 import logging
+import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import accumulate
 from typing import Any
 
 from streamtable.kafka.batch_cut import Found, Lookup
-from streamtable.kafka.ranges import KafkaSourceError, consume_range
+from streamtable.kafka.client_log import with_client_log
+from streamtable.kafka.ranges import QUEUED_RECORDS_MAX, KafkaSourceError, reader_config
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +131,7 @@ class ReadTimestamps:
         self.read_timeout_s = read_timeout_s
         self.first_read = first_read
         self._read: dict[TopicPartitionKey, _Read] = {}
+        self._consumer: Any = None
         self.records_read = 0
 
     def lookup(self, starts: Mapping[TopicPartitionKey, int],
@@ -147,26 +150,103 @@ class ReadTimestamps:
                 self._read[key] = _Read(start)
 
         def at(t: int) -> dict[TopicPartitionKey, Found]:
-            return {key: self._find(key, t, ends[key], cap) for key in starts}
+            while True:
+                found: dict[TopicPartitionKey, Found] = {}
+                wanted: dict[TopicPartitionKey, int] = {}
+                for key in starts:
+                    answer = self._find(key, t, ends[key], cap)
+                    if answer is None:
+                        wanted[key] = self._read_to(key, ends[key], cap)
+                    else:
+                        found[key] = answer
+                if not wanted:
+                    return found
+                self._read_ahead(wanted)  # every partition that needs more at once
 
         return at
 
-    def _find(self, key: TopicPartitionKey, t: int, end: int, cap: int) -> Found:
+    def close(self) -> None:
+        """Close the consumer (a later lookup opens another)."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
+    def _find(self, key: TopicPartitionKey, t: int, end: int, cap: int) -> Found | None:
+        """What the partition's records read so far say of ``t``; None: read more first."""
         read = self._read[key]
-        while True:
-            i = bisect_left(read.highest, t)
-            if i < len(read.highest):
-                offset = read.offsets[i]
-                return (offset, read.stamps[i]) if offset < end else (None, None)
-            if read.next >= end:
-                return None, None
-            if len(read.offsets) >= cap:
-                return read.next, None
-            # read ahead in growing steps: a few requests whatever the batch's size
-            wanted = min(cap - len(read.offsets), max(self.first_read, len(read.offsets)))
-            stop = min(end, read.next + wanted)
-            for messages in consume_range(self.consumer_conf, key[0], key[1], read.next, stop,
-                                          read_timeout_s=self.read_timeout_s):
-                read.add(messages)
-                self.records_read += len(messages)
-            read.next = stop
+        i = bisect_left(read.highest, t)
+        if i < len(read.highest):
+            offset = read.offsets[i]
+            return (offset, read.stamps[i]) if offset < end else (None, None)
+        if read.next >= end:
+            return None, None
+        if len(read.offsets) >= cap:
+            return read.next, None
+        return None
+
+    def _read_to(self, key: TopicPartitionKey, end: int, cap: int) -> int:
+        """Where the next read of a partition stops: steps that grow with what was read, so a
+        batch of any size takes a few reads."""
+        read = self._read[key]
+        return min(end, read.next + min(cap - len(read.offsets),
+                                        max(self.first_read, len(read.offsets))))
+
+    def _read_ahead(self, stops: Mapping[TopicPartitionKey, int]) -> None:
+        """Read each partition of ``stops`` from where its reading stopped to its stop."""
+        for key, messages in self._messages({k: (self._read[k].next, stop)
+                                             for k, stop in stops.items()}):
+            self._read[key].add(messages)
+            self.records_read += len(messages)
+        for key, stop in stops.items():
+            self._read[key].next = stop
+
+    def _messages(self, ranges: Mapping[TopicPartitionKey, tuple[int, int]]
+                  ) -> Iterator[tuple[TopicPartitionKey, list[Any]]]:
+        """The records of each partition's ``[start, stop)`` (below the partition's end), in
+        lists; one consumer for every read, so that a read costs no new connection."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            # the settings of the readers of the batches' ranges (see reader_config), for
+            # reads of up to ~16k records; 1 ms: a partition read to its end answers at once
+            conf = reader_config(self.consumer_conf, 0, QUEUED_RECORDS_MAX)
+            conf["fetch.wait.max.ms"] = 1
+            self._consumer = Consumer(with_client_log(conf))
+        consumer = self._consumer
+        positions = {key: start for key, (start, _) in ranges.items()}
+        pending = {key for key, (start, stop) in ranges.items() if start < stop}
+        consumer.assign([TopicPartition(t, p, positions[(t, p)]) for t, p in pending])
+        last_progress = time.monotonic()
+        while pending:
+            messages = consumer.consume(num_messages=10_000, timeout=0.1)
+            kept: dict[TopicPartitionKey, list[Any]] = {}
+            for msg in messages:
+                key = (msg.topic(), msg.partition())
+                if key not in pending:
+                    continue  # fetched past its stop
+                stop = ranges[key][1]
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaSourceError(
+                            f"streamtable-kafka: error reading the timestamps of topic "
+                            f"{key[0]!r} partition {key[1]}: {err}")
+                    positions[key] = stop  # the log ends before `stop` (transaction markers)
+                elif msg.offset() >= positions[key]:  # not one of an earlier assignment
+                    if msg.offset() < stop:
+                        kept.setdefault(key, []).append(msg)
+                    positions[key] = msg.offset() + 1
+                if positions[key] >= stop:
+                    pending.discard(key)
+                    consumer.incremental_unassign([TopicPartition(*key)])
+            if kept:
+                last_progress = time.monotonic()
+                yield from kept.items()
+            elif time.monotonic() - last_progress > self.read_timeout_s:
+                key = min(pending)
+                raise KafkaSourceError(
+                    f"streamtable-kafka: no progress reading the timestamps of topic {key[0]!r} "
+                    f"partition {key[1]} for {self.read_timeout_s:.0f}s (offsets "
+                    f"{ranges[key][0]}..{ranges[key][1]}, next {positions[key]})")

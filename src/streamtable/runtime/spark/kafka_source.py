@@ -580,7 +580,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         self._settle_group_commits()
-        self._read_timestamps = None
+        if self._read_timestamps is not None:
+            self._read_timestamps.close()
+            self._read_timestamps = None
         for name in ("_probe", "_committer"):
             client = getattr(self, name)
             setattr(self, name, None)

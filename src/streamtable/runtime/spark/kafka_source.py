@@ -27,7 +27,9 @@ Options:
   ``timestamp`` (default): at the same record timestamp on all of them, found with Kafka's
   ListOffsets by timestamp (on the development broker, by reading the records' timestamps), so
   a sparse topic never runs ahead of a dense one in event time (see
-  :mod:`streamtable.kafka.batch_cut`); ``count``: an equal share each.
+  :mod:`streamtable.kafka.batch_cut`); ``count``: an equal share each. The cut goes by the
+  records' Kafka timestamps: a source with a timestamp extractor of its own is aligned as far
+  as its times follow them.
 * ``topics.read.first``: topics (comma separated) whose records a batch takes before the
   others' (a global table's, which Kafka Streams restores before processing).
 * ``first.batch.records`` (default unset: every batch may take up to the cap): after a start,

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamtable.kafka import timestamps
 from streamtable.kafka.batch_cut import cut_at_timestamp
+from streamtable.kafka.ranges import KafkaSourceError
 from streamtable.kafka.timestamps import ReadTimestamps
 
 BASE = 1_436_918_400_000
@@ -129,3 +131,40 @@ def test_a_restart_before_what_was_read_reads_again(fake: Any) -> None:
     # a replay from an earlier offset
     assert reader.lookup({("t", 0): 0}, {("t", 0): 4}, 10)(BASE + 3) == {("t", 0): (0, BASE + 10)}
     assert topic.records_read() == 8
+
+
+class FakeAdmin:
+    """An AdminClient answering ListOffsets by timestamp from lists of timestamps."""
+
+    def __init__(self, logs: dict[tuple[str, int], list[int]], failing: bool = False) -> None:
+        self.logs, self.failing = logs, failing
+        self.requests: list[dict[Any, Any]] = []
+
+    def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Any]:
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        self.requests.append(kwargs)
+        answers = {}
+        for tp, spec in request.items():
+            future: Future[Any] = Future()
+            if self.failing:
+                future.set_exception(RuntimeError("NOT_LEADER_OR_FOLLOWER"))
+            else:
+                t = spec.timestamp  # OffsetSpec.for_timestamp(t)
+                log = self.logs[(tp.topic, tp.partition)]
+                o = next((i for i, ts in enumerate(log) if ts >= t), -1)
+                future.set_result(SimpleNamespace(offset=o, timestamp=log[o] if o >= 0 else -1))
+            answers[tp] = future
+        return answers
+
+
+def test_listed_timestamps_ask_kafka_for_every_partition_at_once() -> None:
+    admin = FakeAdmin({("a", 0): [BASE, BASE + 5], ("a", 1): [BASE + 9]})
+    lookup = timestamps.ListedTimestamps(admin, timeout_s=3).lookup([("a", 0), ("a", 1)])
+    assert lookup(BASE + 1) == {("a", 0): (1, BASE + 5), ("a", 1): (0, BASE + 9)}
+    assert lookup(BASE + 10) == {("a", 0): (None, None), ("a", 1): (None, None)}
+    assert admin.requests == [{"request_timeout": 3}] * 2
+    failing = timestamps.ListedTimestamps(FakeAdmin({}, failing=True)).lookup([("a", 1)])
+    with pytest.raises(KafkaSourceError, match="topic 'a' partition 1: NOT_LEADER"):
+        failing(BASE)

@@ -142,11 +142,10 @@ def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget:
 
     ``lower``: a timestamp where the search may begin (the previous batch's cut: the answer
     does not depend on it). It takes about two lookups per bit of the batch's time span
-    (~35 for a batch spanning 100 s). A partition
-    whose timestamps are not in order is cut before its first record at or after ``T``, like
-    Kafka's ``offsetsForTimes``; records without a timestamp count as earlier than any. A
-    lookup that knows nothing (every partition at its start whatever ``T``) gives the split by
-    count of :func:`split_budget`.
+    (~35 for a batch spanning 100 s). A partition whose timestamps are not in order is cut
+    before its first record at or after ``T``, like Kafka's ``offsetsForTimes``; records
+    without a timestamp count as earlier than any. A lookup that knows nothing (every
+    partition at its start whatever ``T``) gives the split by count of :func:`split_budget`.
 
     >>> lookup = lambda t: {"a": (0, 7) if t <= 7 else (None, None)}  # 3 records at 7
     >>> cut_at_timestamp({"a": 0}, {"a": 3}, 2, lookup)  # all at one time: still progress

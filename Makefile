@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,broker,registry,dev,service,postgres,docs]'
+	$(PY) -m pip install -q -e '.[spark,broker,registry,dev,service,postgres,docs,bench]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

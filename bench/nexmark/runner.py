@@ -207,6 +207,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def draw_plots(rows: list[Row], args: argparse.Namespace, run_dir: Path) -> None:
+    """events/s per query and contender (``plot.py``): ``nexmark.png`` in the run's directory
+    and, with ``--out FILE``, ``FILE`` with the suffix ``.png``. A plot that cannot be drawn
+    (matplotlib missing: the ``bench`` extra) is a warning, not a failed run."""
+    targets = [run_dir / "nexmark.png"]
+    if args.out:
+        targets.append(Path(args.out).with_suffix(".png"))
+    title = f"Nexmark, {args.events:,} events, {time.strftime('%Y-%m-%d %H:%M')}"
+    try:
+        from bench.nexmark import plot
+
+        bars = plot.bars_from_rows(rows)
+        for target in targets:
+            log.info("plot: %s", plot.plot(bars, target, title))
+    except Exception as exc:  # noqa: BLE001 - the results are written already
+        log.warning("could not draw the plot of events/s (pip install -e '.[bench]'): %s", exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -255,5 +273,6 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out, "a", encoding="utf-8") as fh:
             fh.write("\n" + text)
         log.info("appended to %s", args.out)
+    draw_plots(rows, args, run_dir)
     log.info("results:\n%s", report.table(rows))
     return 0 if all(r.status in ("OK", "UNSUPPORTED") for r in rows) else 1

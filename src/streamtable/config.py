@@ -154,6 +154,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max.records.per.batch", 1_000_000, "an integer >= 1",
             "The cap of one micro-batch (Spark runtime): large batches when behind, small "
             "when caught up.", False, _integer(1)),
+    Setting("batch.split", "timestamp", "timestamp | count",
+            "How a micro-batch that takes only part of the backlog ends on each partition "
+            "(Spark runtime): timestamp ends them all at the same record timestamp, so a task "
+            "sees its partitions in timestamp order across batches as Kafka Streams does; "
+            "count gives each partition an equal share, and a sparse topic then runs ahead of "
+            "a dense one (its records can come late for windows and joins whose grace is "
+            "shorter than the gap).", False, _choice("timestamp", "count")),
     Setting("worker.memory.budget.bytes", 512 * 1024 * 1024, "an integer >= 0",
             "What one Python worker may add to its memory while it runs a task of a "
             "micro-batch (Spark runtime, Linux): after each batch the next one is sized from "

@@ -5,6 +5,9 @@
   :func:`delete_topics`.
 * :mod:`streamtable.kafka.ranges` — offset ranges and reading them (:class:`KafkaSourceError`).
 * :mod:`streamtable.kafka.sink` — :func:`produce_rows`, exactly-once-per-batch producing.
+* :mod:`streamtable.kafka.batch_cut` — where a micro-batch of a backlog ends on each partition:
+  at one timestamp (:func:`~streamtable.kafka.batch_cut.cut_at_timestamp`), with
+  :mod:`streamtable.kafka.timestamps` finding where each partition reaches it.
 
 None of it imports PySpark: the ``streamtable-kafka`` Spark streaming source that reads Kafka
 is part of the Spark runtime (:mod:`streamtable.runtime.spark.kafka_source`). Names are

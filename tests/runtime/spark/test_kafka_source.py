@@ -15,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamtable.kafka.broker import development_source_options
-from streamtable.runtime.spark.kafka_source import KAFKA_SCHEMA, KafkaStreamReader, split_budget
+from streamtable.kafka.ranges import CLOCK
+from streamtable.runtime.spark.kafka_source import (
+    KAFKA_SCHEMA,
+    KafkaSourceError,
+    KafkaStreamReader,
+    split_budget,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +55,8 @@ def test_split_budget_properties(available: dict[int, int], budget: int) -> None
 def test_latest_offset_respects_read_limit_and_keeps_offsets_canonical() -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-    reader = KafkaStreamReader({"bootstrap.servers": "unused:1", "topics": "t"})
+    reader = KafkaStreamReader({"bootstrap.servers": "unused:1", "topics": "t",
+                                "batch.split": "count"})
     reader._target = {"t": {"0": 10, "1": 3, "10": 0}}  # as if prepared for AvailableNow
     start = {"t": {"1": 0, "0": 0, "10": 0}}
     assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 10, "1": 3, "10": 0}}
@@ -64,6 +71,59 @@ def test_latest_offset_respects_read_limit_and_keeps_offsets_canonical() -> None
         ("t", 0, 2, 7),
         ("t", 2, 0, 4),
     ]
+
+
+def _timestamps_lookup(timestamps: dict[tuple[str, int], list[int]], asked: list[int]) -> Any:
+    """A stand-in for Kafka's ListOffsets by timestamp over ``timestamps`` (per partition, in
+    offset order): the earliest offset at or after ``t``, and its timestamp."""
+
+    def lookup(t: int) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        asked.append(t)
+        return {key: next(((o, ts) for o, ts in enumerate(series) if ts >= t), (None, None))
+                for key, series in timestamps.items()}
+
+    return lookup
+
+
+def test_latest_offset_cuts_a_batch_at_one_timestamp_across_topics() -> None:
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    timestamps = {("bids", 0): [100 + 2 * i for i in range(100)],
+                  ("bids", 1): [101 + 2 * i for i in range(100)],
+                  ("persons", 0): [100 + 50 * i for i in range(10)],
+                  ("side", 0): [5_000] * 4}
+    asked: list[int] = []
+    reader = KafkaStreamReader({"bootstrap.servers": "unused:1",
+                                "topics": "bids,persons,side", "topics.read.first": "side",
+                                "clock.tick.ms": "1000"})
+    reader._cutter.lookups = lambda starts, ends, budget: _timestamps_lookup(
+        {k: v for k, v in timestamps.items() if k in starts}, asked)
+    reader._target = {"bids": {"0": 100, "1": 100}, "persons": {"0": 10}, "side": {"0": 4}}
+    # the source's clock (clock.tick.ms) is not a topic: no records, never cut
+    start = {"bids": {"0": 0, "1": 0}, "persons": {"0": 0}, "side": {"0": 0}, CLOCK: {"0": 7}}
+    end = reader.latestOffset(start, ReadMaxRows(45))
+    assert end.pop(CLOCK) == {"0": 7}
+    # the side topic first (a global table's), then the 41 records before timestamp 141: the
+    # bids up to 140 on both partitions, the person at 100
+    assert end == {"bids": {"0": 20, "1": 20}, "persons": {"0": 1}, "side": {"0": 4}}
+    assert reader._cutter.last_cut == 140
+    asked.clear()
+    end = reader.latestOffset(end, ReadMaxRows(40))
+    # 40 records before 180: bids 140-178 and 141-177, the person at 150
+    assert end == {"bids": {"0": 40, "1": 39}, "persons": {"0": 2}, "side": {"0": 4}}
+    assert reader._cutter.last_cut == 179
+    assert asked[0] == 140  # the search starts at the last cut
+    by_count = KafkaStreamReader({"bootstrap.servers": "unused:1", "topics": "bids,persons",
+                                  "batch.split": "count"})
+    by_count._target = {"bids": {"0": 100, "1": 100}, "persons": {"0": 10}}
+    assert by_count.latestOffset({}, ReadMaxRows(30)) == {
+        "bids": {"0": 10, "1": 10}, "persons": {"0": 10}}
+
+
+def test_a_batch_split_other_than_timestamp_or_count_is_refused() -> None:
+    with pytest.raises(KafkaSourceError, match="batch.split"):
+        KafkaStreamReader({"bootstrap.servers": "unused:1", "topics": "t",
+                           "batch.split": "time"})
 
 
 # ----------------------------------------------------------------------------- Spark helpers
@@ -185,13 +245,16 @@ def test_available_now_stops_at_target_with_max_records_per_batch(
             produced_late.append(True)
 
     checkpoint = tmp_path / "ck"
+    # the development broker's ListOffsets by timestamp is wrong: its profile reads the
+    # records' timestamps to cut the batches (all at one timestamp here)
     batches = _run_available_now(
-        spark, bootstrap, topic, checkpoint, {"max.records.per.batch": "10"}, on_batch=during
+        spark, bootstrap, topic, checkpoint,
+        {"max.records.per.batch": "10", **development_source_options()}, on_batch=during
     )
     assert [len(rows) for _, rows in batches] == [10, 10, 5]
     values = sorted(r.value for _, rows in batches for r in rows)
     assert values == sorted(b"%03d" % i for i in range(25))
-    # each batch takes from both partitions evenly
+    # records all at one timestamp: each batch takes from both partitions evenly
     for _, rows in batches[:2]:
         assert sorted(r.partition for r in rows) == [0] * 5 + [1] * 5
     # the late records are there for the next run

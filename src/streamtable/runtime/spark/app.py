@@ -376,6 +376,10 @@ class StreamsApp:
         first = self.config.get("first.batch.records")
         if first is not None:
             options["first.batch.records"] = str(first)
+        options["batch.split"] = str(self.config["batch.split"])
+        if self.topology.global_topics:
+            # Kafka Streams restores a global table before processing: its records first
+            options["topics.read.first"] = ",".join(self.topology.global_topics)
         if any(s.punctuates for s in plan.stages):
             # batches without records too, for wall-clock punctuation (see the module's doc)
             options["clock.tick.ms"] = str(int(self.config["commit.interval.ms"]) or 1000)

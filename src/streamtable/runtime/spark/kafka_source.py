@@ -21,9 +21,17 @@ Options:
 * ``bootstrap.servers`` (required), ``topics`` (required, comma separated).
 * ``starting.offsets``: ``earliest`` (default) or ``latest``; only used when a query starts
   without a checkpoint.
-* ``max.records.per.batch``: cap on records per micro-batch, spread evenly over the partitions
-  that have data (``Trigger.AvailableNow`` honours it too, running as many batches as needed;
-  ``Trigger.Once`` reads everything).
+* ``max.records.per.batch``: cap on records per micro-batch (``Trigger.AvailableNow`` honours it
+  too, running as many batches as needed; ``Trigger.Once`` reads everything).
+* ``batch.split``: how a batch that takes only part of what is there ends on each partition.
+  ``timestamp`` (default): at the same record timestamp on all of them, found with Kafka's
+  ListOffsets by timestamp (on the development broker, by reading the records' timestamps), so
+  a sparse topic never runs ahead of a dense one in event time (see
+  :mod:`streamtable.kafka.batch_cut`); ``count``: an equal share each. The cut goes by the
+  records' Kafka timestamps: a source with a timestamp extractor of its own is aligned as far
+  as its times follow them.
+* ``topics.read.first``: topics (comma separated) whose records a batch takes before the
+  others' (a global table's, which Kafka Streams restores before processing).
 * ``first.batch.records`` (default unset: every batch may take up to the cap): after a start,
   batches ramp up from this size, four times larger each, to ``max.records.per.batch``, so an
   application that starts behind shows its first results sooner, at the cost of throughput while
@@ -87,14 +95,15 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from streamtable.kafka.batch_cut import BatchCutter, split_budget
 from streamtable.kafka.client_log import with_client_log
 from streamtable.kafka.ranges import (
     CLOCK,
     READER_GROUP_ID,
     KafkaSourceError,
-    consume_range,
     offset_ranges,
 )
+from streamtable.runtime.spark.kafka_arrow import read_partition
 
 logger = logging.getLogger(__name__)
 
@@ -159,41 +168,6 @@ def _canonical(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
         topic: {str(p): int(offsets[topic][p]) for p in sorted(offsets[topic], key=int)}
         for topic in sorted(offsets)
     }
-
-
-def split_budget(available: Mapping[Any, int], budget: int) -> dict[Any, int]:
-    """Split ``budget`` records over partitions with ``available`` records, as evenly as possible.
-
-    Partitions with less than their fair share get all they have, the rest is shared among the
-    others; any remainder goes one record at a time in key order, so the result is
-    deterministic and sums to ``min(budget, sum(available))``.
-
-    >>> split_budget({"a": 1, "b": 10, "c": 10}, 9)
-    {'a': 1, 'b': 4, 'c': 4}
-    >>> split_budget({"a": 5, "b": 5}, 3)
-    {'a': 2, 'b': 1}
-    """
-    result = {key: 0 for key in available}
-    remaining = max(0, int(budget))
-    pending = sorted(
-        (k for k in available if available[k] > 0), key=lambda k: (available[k], str(k))
-    )
-    while pending and remaining > 0:
-        share = remaining // len(pending)
-        if share == 0:
-            for key in sorted(pending, key=str)[:remaining]:
-                result[key] += 1
-            remaining = 0
-            break
-        next_pending = []
-        for key in pending:
-            take = min(share, available[key] - result[key])
-            result[key] += take
-            remaining -= take
-            if result[key] < available[key]:
-                next_pending.append(key)
-        pending = next_pending
-    return result
 
 
 class KafkaInputPartition(InputPartition):
@@ -273,6 +247,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first = opts.get("first.batch.records")
         self.first_batch_records = int(first) if first else 0  # 0: no ramp
         self._planned_batches = 0
+        split = opts.get("batch.split", "timestamp").strip().lower()
+        if split not in ("timestamp", "count"):
+            raise KafkaSourceError(
+                f"streamtable-kafka: batch.split must be 'timestamp' or 'count', got {split!r}")
+        first_topics = {t.strip() for t in opts.get("topics.read.first", "").split(",")}
+        self._cutter = BatchCutter(self._timestamp_lookup, split, first_topics - {""})
+        self._read_timestamps: Any = None  # development broker: see _timestamp_lookup
         tick = opts.get("clock.tick.ms")
         self.clock_tick_ms = int(tick) if tick else None
         self.group_id = opts.get("group.id") or opts.get("kafka.group.id")
@@ -333,20 +314,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return found
 
     def _list_offsets(self, partitions: dict[str, list[int]], latest: bool) -> Offsets:
-        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka import TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
         spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
         request = {TopicPartition(t, p): spec for t, ps in partitions.items() for p in ps}
         if not request:
             return {}
-        isolation = (
-            IsolationLevel.READ_UNCOMMITTED
-            if self.kafka_conf.get("isolation.level", "read_committed") == "read_uncommitted"
-            else IsolationLevel.READ_COMMITTED
-        )
         futures = self._admin_client().list_offsets(
-            request, isolation_level=isolation, request_timeout=self.metadata_timeout_s
+            request, isolation_level=self._isolation_level(),
+            request_timeout=self.metadata_timeout_s
         )
         result: Offsets = {}
         for tp, future in futures.items():
@@ -465,9 +442,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 budget = min(budget, self.first_batch_records * 4 ** self._planned_batches)
             budget = min(budget, self._batch_limit() or budget)
             if sum(available.values()) > budget:
-                share = split_budget(available, budget)
-                for (topic, part), take in share.items():
-                    merged[topic][part] = int(start.get(topic, {}).get(part, 0)) + take
+                begins = {(t, int(p)): int(start.get(t, {}).get(p, 0)) for t, p in available}
+                share = self._cutter.share(
+                    begins, {(t, int(p)): n for (t, p), n in available.items()}, budget)
+                for (topic, number), take in share.items():
+                    merged[topic][str(number)] = begins[(topic, number)] + take
         if any(available.values()):
             self._planned_batches = min(self._planned_batches + 1, 16)
         elif self._target is not None:
@@ -479,6 +458,26 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             before = int(start.get(CLOCK, {}).get("0", 0))
             merged[CLOCK] = {"0": max(before, int(time.time() * 1000) // tick * tick)}
         return _canonical(merged)
+
+    def _timestamp_lookup(self, starts: Mapping[tuple[str, int], int],
+                          ends: Mapping[tuple[str, int], int], budget: int) -> Any:
+        """Kafka's ListOffsets by timestamp; on the development broker, which answers it
+        wrongly, the records' timestamps read (see :mod:`streamtable.kafka.timestamps`)."""
+        from streamtable.kafka.timestamps import ListedTimestamps, ReadTimestamps
+
+        if self.development_profile:
+            if self._read_timestamps is None:
+                self._read_timestamps = ReadTimestamps(self._client_conf(), self.read_timeout_s)
+            return self._read_timestamps.lookup(starts, ends, budget + 1)
+        return ListedTimestamps(self._admin_client(), self._isolation_level(),
+                                self.metadata_timeout_s).lookup(starts)
+
+    def _isolation_level(self) -> Any:
+        from confluent_kafka import IsolationLevel
+
+        return (IsolationLevel.READ_UNCOMMITTED
+                if self.kafka_conf.get("isolation.level", "read_committed") == "read_uncommitted"
+                else IsolationLevel.READ_COMMITTED)
 
     def _batch_limit(self) -> int | None:
         """The next batch's size as the application last wrote it (its memory budget)."""
@@ -583,6 +582,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         self._settle_group_commits()
+        if self._read_timestamps is not None:
+            self._read_timestamps.close()
+            self._read_timestamps = None
         for name in ("_probe", "_committer"):
             client = getattr(self, name)
             setattr(self, name, None)
@@ -599,7 +601,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, KafkaInputPartition), partition
         if self.read_mode == "ranges":
             return iter([(partition.topic, partition.partition, partition.start, partition.end)])
-        return _read_partition(
+        return read_partition(
             consumer_conf=self._client_conf(),
             topic=partition.topic,
             partition=partition.partition,
@@ -608,59 +610,4 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             schema=self.schema,
             arrow_batch_size=self.arrow_batch_size,
             read_timeout_s=self.read_timeout_s,
-        )
-
-
-def _read_partition(
-    *,
-    consumer_conf: dict[str, Any],
-    topic: str,
-    partition: int,
-    start: int,
-    end: int,
-    schema: StructType,
-    arrow_batch_size: int,
-    read_timeout_s: float,
-) -> Iterator[Any]:
-    """Yield pyarrow RecordBatches with the records of ``topic[partition]`` in ``[start, end)``."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    headers_type = arrow_schema.field("headers").type
-    header_struct = headers_type.value_type
-    for messages in consume_range(consumer_conf, topic, partition, start, end,
-                                  arrow_batch_size, read_timeout_s):
-        n = len(messages)
-        timestamps: list[int | None] = []
-        header_offsets: list[int] = [0]
-        header_keys: list[str] = []
-        header_values: list[bytes | None] = []
-        for msg in messages:
-            ts_type, ts = msg.timestamp()
-            timestamps.append(ts if ts_type and ts >= 0 else None)
-            hdrs = msg.headers()
-            if hdrs:
-                for hk, hv in hdrs:
-                    header_keys.append(hk)
-                    header_values.append(hv)
-            header_offsets.append(len(header_keys))
-        header_items = pa.StructArray.from_arrays(
-            [pa.array(header_keys, pa.string()), pa.array(header_values, pa.binary())],
-            fields=list(header_struct),
-        )
-        headers = pa.ListArray.from_arrays(
-            pa.array(header_offsets, pa.int32()), header_items, type=headers_type
-        )
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array([topic] * n, pa.string()),
-                pa.array([partition] * n, pa.int32()),
-                pa.array([m.offset() for m in messages], pa.int64()),
-                pa.array(timestamps, pa.int64()),
-                pa.array([m.key() for m in messages], pa.binary()),
-                pa.array([m.value() for m in messages], pa.binary()),
-                headers,
-            ],
-            schema=arrow_schema,
         )

@@ -9,23 +9,15 @@ import pytest
 from bench.harness import create_topics, read_topic
 from bench.nexmark.check import verdict
 from bench.nexmark.contenders import bare_loop
-from bench.nexmark.events import BID_TOPIC, PARTITIONS, generate_into
-from bench.nexmark.generator import Generator
+from bench.nexmark.events import BID_TOPIC, PARTITIONS
 from bench.nexmark.queries import QUERIES
 from bench.nexmark.reference import EXPECTED, Events
 
-GENERATOR = Generator(17, rate=500)
-EVENTS = 2_000
-
-
-@pytest.fixture(scope="module")
-def bids(bootstrap: str) -> int:
-    return generate_into(bootstrap, GENERATOR, EVENTS)["counts"]["bid"]
-
 
 @pytest.mark.parametrize("query", ["q1", "q2", "q21"])
-def test_the_bare_loop_writes_the_reference_result(query, bids, bootstrap, tmp_path,
+def test_the_bare_loop_writes_the_reference_result(query, nexmark_input, tmp_path,
                                                    monkeypatch) -> None:
+    bootstrap, bids = nexmark_input["bootstrap"], nexmark_input["counts"]["bid"]
     output = f"nexmark-bare-{query}-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, {output: PARTITIONS})
     status = tmp_path / "status.jsonl"
@@ -37,5 +29,6 @@ def test_the_bare_loop_writes_the_reference_result(query, bids, bootstrap, tmp_p
     assert [e for e in ("started", "caught_up") if f'"{e}"' in status.read_text()] == [
         "started", "caught_up"]
     raw = [(m.key(), m.value()) for m in read_topic(bootstrap, output, timeout=30)]
-    want = EXPECTED[query](Events(generator=GENERATOR, count=EVENTS))
+    want = EXPECTED[query](Events(generator=nexmark_input["generator"],
+                                  count=nexmark_input["events"]))
     assert verdict(QUERIES[query].kind, want, raw) is None

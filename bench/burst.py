@@ -150,16 +150,32 @@ def run_workload(wl: str, bootstrap: str, run_dir: Path, args: argparse.Namespac
         live.wait_for(list(probe_keys.values()), args.drain)
         ended = time.time()
         latency = probe_latencies(probe_keys, pr.send_times, live.watcher.probes)
-        topic_check, reread_ok = live.check_result(expected, timeout=args.check_timeout)
+        topic_check: str = "not checked: the application stopped"
+        reread_ok: bool | None = None
+        if live.proc.proc.poll() is None:
+            topic_check, reread_ok = live.check_result(expected, timeout=args.check_timeout)
+        exit_code = live.proc.proc.poll()
         started = live.proc.events().get("started") or {}
-        store_check = (check_store(wl, started["serving_db"], started["store"], expected,
-                                   timeout=30) or "ok") if started.get("serving_db") else (
-            "not checked: no store")
+        store_check = "not checked: no store"
+        if topic_check == "ok" and started.get("serving_db"):
+            store_check = check_store(wl, started["serving_db"], started["store"], expected,
+                                      timeout=30) or "ok"
         run["output_records"] = live.watcher.messages
     finally:
         live.stop()
-    batches, limits = burst_report.parse_app_log(
-        log_path.read_text(errors="replace").splitlines())
+    log_lines = log_path.read_text(errors="replace").splitlines()
+    batches, limits = burst_report.parse_app_log(log_lines)
+    processed = sum(b.records for b in batches if b.t > pr.started)
+    if topic_check != "ok" and processed < pr.sent:
+        # a wrong count then says the application is behind, not that it lost records
+        topic_check = (f"not caught up: the application processed {processed:,} of the "
+                       f"{pr.sent:,} records sent")
+        store_check = "not checked: not caught up"
+    if exit_code is not None:
+        run["app_stopped"] = {"exit_code": exit_code,
+                              "error": burst_report.last_error(log_lines)}
+        say(f"{wl}: the application stopped (exit code {exit_code}): "
+            f"{run['app_stopped']['error']}")
     phases = phases_of(schedule, pr)
     probes = {i: (pr.send_times[i], v) for i, v in latency.items()}
     batches = burst_report.with_waiting(batches, pr.send_times, pr.started)

@@ -206,6 +206,17 @@ def with_waiting(batches: Sequence[Batch], sent: Mapping[int, float],
     return out
 
 
+def last_error(lines: Sequence[str]) -> str | None:
+    """The last exception message in an application's log (``SomeError: reason``), for an
+    application that stopped.
+
+    >>> last_error(["ok", "ValueError: one", "  at x", "pkg.KafkaSourceError: two", "bye"])
+    'pkg.KafkaSourceError: two'
+    """
+    found = [ln.strip() for ln in lines if re.match(r"\s*[\w.]+(Error|Exception): ", ln)]
+    return found[-1][:400] if found else None
+
+
 def batch_stats(batches: Sequence[Batch], start: float, stop: float) -> dict[str, Any]:
     """The batches whose line was written in ``[start, stop)``: how many, their records
     (median, max), seconds (median, max), the most records waiting at a batch's end (see
@@ -487,6 +498,10 @@ def reading(fig: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
     ph, lat, bat, mem = fig["phases"], fig["latency"], fig["batches"], fig["memory"]
     rec, backlog, limits = fig["recovery"], fig["backlog"], fig["limits"]
     out = []
+    if fig.get("app_stopped"):
+        out.append("The application stopped before the run ended (see above): nothing was "
+                   "processed after its last batch, so the latency after it is only a "
+                   "lower bound and there is no recovery.")
     steady_waiting = bat["steady"].get("max_waiting") or 0
     came, done = ph["burst"]["achieved_rate"], bat["burst"].get("processed_per_s")
     if done is not None and done < 0.9 * came:
@@ -595,6 +610,11 @@ def section(runs: Sequence[Mapping[str, Any]], command: str, machine: Mapping[st
             + (f"{run['backlog']['drained_s']:.1f} s after the burst"
                if run["backlog"]["drained_s"] is not None else "not seen in the log")
             + f"; most records waiting {_n(run['backlog']['max_waiting'])}.")
+        stopped = run.get("app_stopped")
+        if stopped:
+            lines.append(f"* **The application stopped** (exit code {stopped['exit_code']}) "
+                         f"before the run ended: {stopped['error'] or 'see its log'} "
+                         f"(log: `{run['log']}`).")
         res = run["result"]
         lines.append(
             f"* Result after the run: output topic {res['topic']}, queryable store "

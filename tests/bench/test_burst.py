@@ -372,3 +372,25 @@ def test_latency_stats_count_unseen_probes_with_their_bound():
 
 def test_memory_peaks_of_an_empty_span():
     assert memory_peaks([TreeSample(1.0, 1, 1, 1)], 5.0, math.inf) == {"samples": 0}
+
+
+def test_an_application_that_stopped_is_said_first():
+    phases, probes, batches, timeline = _run()
+    fig = figures(phases, probes, ended=1075.0, batches=batches, limits=[],
+                  timeline=timeline, factor=1.5, window=5.0)
+    fig["app_stopped"] = {"exit_code": 1, "error": "KafkaSourceError: no answer"}
+    words = reading(fig, {"max.records.per.batch": 1_000_000,
+                          "worker.memory.budget.bytes": 512 * 2**20})
+    assert words[0].startswith("The application stopped before the run ended")
+
+
+def test_the_examples_in_the_burst_modules_docstrings_hold():
+    import doctest
+
+    import bench.burst
+    import bench.burst_report
+    import bench.harness
+
+    for module in (bench.burst, bench.burst_report, bench.harness):
+        failed, tried = doctest.testmod(module)
+        assert tried > 0 and failed == 0, module.__name__

@@ -200,7 +200,7 @@ def run_workload(wl: str, bootstrap: str, run_dir: Path, args: argparse.Namespac
         if path is None:
             continue
         if out_dir is not None:
-            target = out_dir / "burst" / f"{run_dir.name}-{path.name}"
+            target = out_dir / "burst" / f"{run_dir.name}-{wl}{path.suffix}"
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
             path = target

@@ -504,17 +504,18 @@ def reading(fig: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
                    "lower bound and there is no recovery.")
     steady_waiting = bat["steady"].get("max_waiting") or 0
     came, done = ph["burst"]["achieved_rate"], bat["burst"].get("processed_per_s")
+    most = backlog["max_waiting"]
+    held = (f"up to {_n(most)} records sent and not yet processed at a batch's end ("
+            + (f"{most / came:.1f} s of burst input; " if most and came else "")
+            + f"at most {_n(steady_waiting)} in the steady period)")
     if done is not None and done < 0.9 * came:
-        out.append(
-            f"The burst came at {_n(came)} records/s; streamtable processed {_n(done)} "
-            f"records/s meanwhile, so a backlog built: up to {_n(backlog['max_waiting'])} "
-            f"records sent and not yet processed at a batch's end (at most "
-            f"{_n(steady_waiting)} in the steady period).")
+        out.append(f"The burst came at {_n(came)} records/s and streamtable processed "
+                   f"{_n(done)} records/s meanwhile: the backlog grew through the burst, "
+                   f"{held}.")
     else:
-        out.append(
-            f"No backlog built: streamtable processed {_n(done)} records/s during the burst "
-            f"of {_n(came)} records/s (at most {_n(backlog['max_waiting'])} records waiting) "
-            "— a higher `--rate` shows the overload.")
+        out.append(f"The burst came at {_n(came)} records/s and streamtable processed "
+                   f"{_n(done)} records/s meanwhile, nearly keeping up: {held} — a higher "
+                   "`--rate` or `--burst-factor` makes the backlog grow.")
     cap = settings.get("max.records.per.batch")
     largest = max((bat[n].get("max_records") or 0) for n in PERIODS)
     budget_mb = (settings.get("worker.memory.budget.bytes") or 0) // MB

@@ -352,6 +352,9 @@ def test_the_report_gives_every_figure():
                                    "worker.memory.budget.bytes": 512 * 2**20}))
     assert "for good 12.0 s after the burst ended" in words
     assert "the backlog was gone 13.0 s after it" in words
+    assert ("processed 400 records/s meanwhile: the backlog grew through the burst, up to "
+            "6,000 records sent and not yet processed at a batch's end (6.0 s of burst input; "
+            "at most 60 in the steady period)") in words
 
 
 def test_per_second_series_has_a_row_a_second():

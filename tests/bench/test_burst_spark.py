@@ -55,7 +55,7 @@ def test_a_short_burst_run_reports_every_figure_and_the_right_result(tmp_path):
     assert "output topic ok, queryable store ok — every count as expected" in text
     assert "Reading: " in text
 
-    series = tmp_path / "burst" / f"{run_dir.name}-burst-w1.csv"
+    series = tmp_path / "burst" / f"{run_dir.name}-w1.csv"
     with open(series, newline="") as fh:
         data = list(csv.DictReader(fh))
     assert tuple(data[0]) == SERIES_COLUMNS

@@ -408,6 +408,8 @@ def plot(path: Path, t0: float, phases: Sequence[Phase],
 
 
 PERIODS = ("steady", "burst", "after")
+#: what the result check compares, by workload
+EXPECTED = {"w1": "every count", "w2": "every client's set of US positions"}
 
 
 def figures(phases: Sequence[Phase], probes: Mapping[int, tuple[float, float | None]],
@@ -619,8 +621,9 @@ def section(runs: Sequence[Mapping[str, Any]], command: str, machine: Mapping[st
         res = run["result"]
         lines.append(
             f"* Result after the run: output topic {res['topic']}, queryable store "
-            f"{res['store']}" + (" — every count as expected: nothing lost, nothing doubled."
-                                 if res["topic"] == res["store"] == "ok" else "."))
+            f"{res['store']}" + (f" — {EXPECTED[run['workload']]} as expected: nothing lost, "
+                                 "nothing doubled." if res["topic"] == res["store"] == "ok"
+                                 else "."))
         lines.append(f"* Input: {run['sent']:,} of {run['records']:,} records sent, the pacer "
                      f"at most {run['pacer_max_lag_ms']:,.0f} ms behind its schedule; live "
                      f"{run['live_after_s']} s after the first prime.")

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import burst_report
+from bench import burst_report, burst_series
 from bench.burst_report import Phase
 from bench.harness import (
     BENCH,
@@ -184,11 +184,11 @@ def run_workload(wl: str, bootstrap: str, run_dir: Path, args: argparse.Namespac
                                     args.recovery_window))
     run.update(sent=pr.sent, pacer_max_lag_ms=round(pr.max_lag * 1000, 1),
                result={"topic": topic_check, "store": store_check, "reread_ok": reread_ok})
-    rows = burst_report.per_second(pr.started, phases, list(probes.values()), batches,
+    rows = burst_series.per_second(pr.started, phases, list(probes.values()), batches,
                                    live.sampler.timeline, ended)
     csv_path = run_dir / f"burst-{wl}.csv"
-    burst_report.write_csv(csv_path, rows)
-    png = burst_report.plot(
+    burst_series.write_csv(csv_path, rows)
+    png = burst_series.plot(
         run_dir / f"burst-{wl}.png", pr.started, phases, list(probes.values()), batches,
         live.sampler.timeline,
         (run["recovery"]["threshold_ms"] or 0) / 1000 or None, run["recovery"]["at"],

@@ -18,12 +18,12 @@ from bench.burst_report import (
     latency_stats,
     memory_peaks,
     parse_app_log,
-    per_second,
     reading,
     recovery_seconds,
     table,
     with_waiting,
 )
+from bench.burst_series import per_second
 from bench.harness import PacerResult, RateSchedule, TreeSample, pace
 
 # ------------------------------------------------------------------------- the schedule

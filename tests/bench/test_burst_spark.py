@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench.burst_report import SERIES_COLUMNS
+from bench.burst_series import SERIES_COLUMNS
 
 pytestmark = pytest.mark.spark
 

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test test-fast test-cluster soak lint demo bench bench-operators bench-nexmark clean config-docs docs
+.PHONY: install test test-fast test-cluster soak lint demo bench bench-operators bench-nexmark bench-burst clean config-docs docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,11 @@ bench-operators: install
 # the Nexmark queries on streamtable (and peers), measured and checked (bench/nexmark/)
 bench-nexmark: install
 	$(PY) -m bench.nexmark $(ARGS)
+
+# memory and latency of word count live through a tenfold input burst (bench/burst.py);
+# ARGS=--out bench/RESULTS.md appends its section there
+bench-burst: install
+	$(PY) -m bench.burst $(ARGS)
 
 clean:
 	rm -rf $(VENV) .streamtable .pytest_cache site

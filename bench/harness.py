@@ -4,6 +4,7 @@ of a process tree, starting and stopping contenders, pacing input for the latenc
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -365,8 +366,27 @@ def _kind(pid: int) -> str:
     return exe
 
 
+def is_python_worker(kind: str) -> bool:
+    """Whether a process of this :func:`_kind` is one of Spark's Python workers: the daemon
+    (streamtable's or PySpark's) and the workers it forks, which have its command line."""
+    return (kind.endswith(("pyspark.daemon", "streamtable.runtime.spark.process.daemon"))
+            or "pyspark.daemon " in kind)
+
+
+@dataclass(frozen=True)
+class TreeSample:
+    """One sample of a process tree: when (epoch s), its RSS and PSS summed (bytes), and the
+    PSS of its Python workers (:func:`is_python_worker`)."""
+
+    t: float
+    rss: int
+    pss: int
+    workers_pss: int
+
+
 class TreeSampler(threading.Thread):
-    """Samples the RSS (and PSS) of a process and all its descendants; keeps the peaks."""
+    """Samples the RSS (and PSS) of a process and all its descendants; keeps the peaks, and
+    every sample in ``timeline`` (memory over time)."""
 
     def __init__(self, root: int, interval: float = 0.5) -> None:
         super().__init__(daemon=True, name=f"rss-{root}")
@@ -374,9 +394,11 @@ class TreeSampler(threading.Thread):
         self.interval = interval
         self.peak_rss = 0
         self.peak_pss = 0
+        self.peak_workers_pss = 0
         self.peak_procs: dict[str, int] = {}
         self.max_nprocs = 0
         self.samples = 0
+        self.timeline: list[TreeSample] = []
         self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (kind, cpu seconds last seen)
         self._halt = threading.Event()
 
@@ -388,7 +410,11 @@ class TreeSampler(threading.Thread):
             self.cpu[p] = (kind, _cpu_seconds(p))
         rss = {p: _rss_bytes(p) for p in pids}
         total = sum(rss.values())
-        pss = sum(_pss_bytes(p) for p in pids)
+        pss_of = {p: _pss_bytes(p) for p in pids}
+        pss = sum(pss_of.values())
+        workers = sum(v for p, v in pss_of.items() if is_python_worker(self.cpu[p][0]))
+        self.timeline.append(TreeSample(time.time(), total, pss, workers))
+        self.peak_workers_pss = max(self.peak_workers_pss, workers)
         self.samples += 1
         self.max_nprocs = max(self.max_nprocs, len(pids))
         if total > self.peak_rss:
@@ -599,38 +625,119 @@ def launch(name: str, cmd: list[str], log_path: Path, status_path: Path,
 # ---------------------------------------------------------------------------- latency pacer
 
 
+@dataclass(frozen=True)
+class RateSchedule:
+    """An input rate over time: ``phases`` of (seconds, records/s) one after the other; the
+    last phase goes on until the records run out (its seconds only count for
+    :attr:`total_records`). Record ``i`` is due at :meth:`time_of` ``(i)`` seconds after the
+    start: the first at 0, then evenly spaced within each phase.
+
+    >>> s = RateSchedule(((2.0, 10.0), (1.0, 100.0), (3.0, 10.0)))
+    >>> s.total_records, s.first_index(1), s.first_index(2)
+    (150, 20, 120)
+    >>> s.time_of(20), s.time_of(70), s.records_by(2.5)
+    (2.0, 2.5, 70.0)
+    >>> RateSchedule.constant(1000.0).time_of(2500)
+    2.5
+    """
+
+    phases: tuple[tuple[float, float], ...]
+
+    def __post_init__(self) -> None:
+        if not self.phases or any(sec < 0 or rate <= 0 for sec, rate in self.phases):
+            raise ValueError(f"phases must be (seconds >= 0, rate > 0) pairs: {self.phases}")
+
+    @classmethod
+    def constant(cls, rate: float) -> RateSchedule:
+        """One rate for as long as there are records."""
+        return cls(((float("inf"), rate),))
+
+    def starts(self) -> list[float]:
+        """The second each phase starts at."""
+        out, t = [], 0.0
+        for seconds, _ in self.phases:
+            out.append(t)
+            t += seconds
+        return out
+
+    def records_by(self, t: float) -> float:
+        """Records scheduled in the first ``t`` seconds (fractional)."""
+        done = 0.0
+        last = len(self.phases) - 1
+        for k, (seconds, rate) in enumerate(self.phases):
+            if t <= seconds or k == last:
+                return done + max(0.0, t) * rate
+            done += seconds * rate
+            t -= seconds
+        return done  # pragma: no cover - the last phase returns
+
+    def time_of(self, i: int) -> float:
+        """The second record ``i`` is due at."""
+        t, rest = 0.0, float(i)
+        last = len(self.phases) - 1
+        for k, (seconds, rate) in enumerate(self.phases):
+            n = seconds * rate
+            if rest < n or k == last:
+                return t + rest / rate
+            rest -= n
+            t += seconds
+        return t  # pragma: no cover - the last phase returns
+
+    def first_index(self, phase: int) -> int:
+        """The index of the first record of ``phase`` (= the records of the phases before)."""
+        return math.ceil(round(sum(sec * rate for sec, rate in self.phases[:phase]), 6))
+
+    @property
+    def total_records(self) -> int:
+        """The records of every phase (infinite phases: not allowed here)."""
+        if any(math.isinf(sec) for sec, _ in self.phases):
+            raise ValueError("a schedule with an endless phase has no total")
+        return self.first_index(len(self.phases))
+
+
 @dataclass
 class PacerResult:
     sent: int = 0
     seconds: float = 0.0
+    started: float = 0.0  # epoch s of the pacer's start (record 0 is due then)
     send_times: dict[int, float] = field(default_factory=dict)  # record index -> send time
     max_lag: float = 0.0  # worst delay of a send behind its schedule
 
 
-def pace(bootstrap: str, topic: str, records: list[Record], rate: float,
+def pace(bootstrap: str, topic: str, records: list[Record], rate: float | RateSchedule,
          probe_indices: set[int], stop: threading.Event | None = None,
-         linger_ms: int = 20) -> PacerResult:
-    """Send ``records`` at ``rate`` per second; the send time of every probe index is kept."""
-    producer = Producer({
-        "bootstrap.servers": bootstrap,
-        "partitioner": "murmur2_random",
-        "linger.ms": linger_ms,
-        "enable.idempotence": False,
-        "acks": 1,
-    })
+         linger_ms: int = 20, *, producer: Any = None,
+         clock: Callable[[], float] = time.time,
+         sleep: Callable[[float], None] = time.sleep) -> PacerResult:
+    """Send ``records`` at ``rate`` per second, or on a :class:`RateSchedule`; the send time of
+    every index in ``probe_indices`` is kept. A pacer behind its schedule sends what is due at
+    once and reports its worst delay as ``max_lag``. ``producer``, ``clock`` and ``sleep``
+    replace the Kafka producer and the time (tests)."""
+    schedule = rate if isinstance(rate, RateSchedule) else RateSchedule.constant(rate)
+    if producer is None:
+        producer = Producer({
+            "bootstrap.servers": bootstrap,
+            "partitioner": "murmur2_random",
+            "linger.ms": linger_ms,
+            "enable.idempotence": False,
+            "acks": 1,
+        })
     res = PacerResult()
     produce = producer.produce
     n = len(records)
-    t0 = time.time()
+    t0 = res.started = clock()
     i = 0
     send_times = res.send_times
+    due_at = schedule.time_of
     while i < n:
         if stop is not None and stop.is_set():
             break
-        now = time.time()
-        due = min(n, int((now - t0) * rate) + 1)
+        now = clock()
+        # floor + 1: record 0 is due at once; the epsilon keeps an exact due time due
+        due = min(n, int(schedule.records_by(now - t0) + 1e-9) + 1)
         if due > i:
-            res.max_lag = max(res.max_lag, now - (t0 + i / rate))
+            res.max_lag = max(res.max_lag, now - (t0 + due_at(i)))
+        first = i
         while i < due:
             k, v = records[i]
             try:
@@ -639,24 +746,27 @@ def pace(bootstrap: str, topic: str, records: list[Record], rate: float,
                 producer.poll(0.01)
                 continue
             if i in probe_indices:
-                send_times[i] = time.time()
+                send_times[i] = clock()
             i += 1
+        if i > first:
+            # the last record sent waited the longest when sending what was due took a while
+            res.max_lag = max(res.max_lag, clock() - (t0 + due_at(i - 1)))
         producer.poll(0)
-        time.sleep(0.001)
-    res.seconds = time.time() - t0  # to the last produce() call
+        sleep(0.001)
+    res.seconds = clock() - t0  # to the last produce() call
     producer.flush(30)
     res.sent = i
     return res
 
 
-def _pace_child(conn: Any, bootstrap: str, topic: str, records: list[Record], rate: float,
-                probe_indices: set[int]) -> None:
+def _pace_child(conn: Any, bootstrap: str, topic: str, records: list[Record],
+                rate: float | RateSchedule, probe_indices: set[int]) -> None:
     conn.send(pace(bootstrap, topic, records, rate, probe_indices))
     conn.close()
 
 
-def pace_in_subprocess(bootstrap: str, topic: str, records: list[Record], rate: float,
-                       probe_indices: set[int]) -> PacerResult:
+def pace_in_subprocess(bootstrap: str, topic: str, records: list[Record],
+                       rate: float | RateSchedule, probe_indices: set[int]) -> PacerResult:
     """:func:`pace` in its own process, so the harness's watcher thread cannot delay it (and
     it cannot delay the watcher's receive times) through the GIL."""
     import multiprocessing as mp

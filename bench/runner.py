@@ -44,16 +44,13 @@ from bench.harness import (
     read_topic,
     say,
 )
+from bench.live import LiveRun, probe_latencies
 from bench.workloads import (
-    W1_PROBE_PREFIX,
-    W2_PROBE_ID_BASE,
-    W2_PROBE_PREFIX,
     Dataset,
     compare,
     dataset,
     decode_output,
     make_checker,
-    normalize_key,
     store_as_result,
 )
 
@@ -130,7 +127,11 @@ opts_holder: Any = None  # the parsed options, for contender_cmd
 
 def contender_cmd(c: Contender, workload: str, mode: str, bootstrap: str, in_topic: str,
                   out_topic: str, app_id: str, run_dir: Path, status: Path,
-                  profile: Path | None = None, profile_format: str = "raw") -> list[str]:
+                  profile: Path | None = None, profile_format: str = "raw", *,
+                  config: list[str] | None = None,
+                  spark_conf: list[str] | None = None) -> list[str]:
+    """The command line of contender ``c``; streamtable's extra settings (``KEY=VALUE``) are
+    ``config`` and ``spark_conf``, by default the options of ``python -m bench``."""
     (run_dir / "state").mkdir(parents=True, exist_ok=True)
     cmd = [c.python(), str(CONTENDER_DIR / c.script), "--workload", workload,
            "--bootstrap", bootstrap, "--input", in_topic, "--output", out_topic,
@@ -138,9 +139,13 @@ def contender_cmd(c: Contender, workload: str, mode: str, bootstrap: str, in_top
            "--status", str(status), "--mode", mode, "--partitions", str(PARTITIONS)]
     cmd += c.args
     if c.name == "streamtable":
-        for kv in getattr(opts_holder, "streamtable_spark_conf", []):
+        if spark_conf is None:
+            spark_conf = getattr(opts_holder, "streamtable_spark_conf", [])
+        if config is None:
+            config = getattr(opts_holder, "streamtable_config", [])
+        for kv in spark_conf:
             cmd += ["--spark-conf", kv]
-        for kv in getattr(opts_holder, "streamtable_config", []):
+        for kv in config:
             cmd += ["--config", kv]
     if mode == "latency":
         cmd += c.latency_args
@@ -315,22 +320,8 @@ def run_throughput(c: Contender, ds: Dataset, bootstrap: str, in_topic: str, run
 # --------------------------------------------------------------------------------- latency
 
 
-def _prime_record(wl: str, n: int) -> tuple[bytes | None, bytes | None, bytes, Any]:
-    """A record whose effect is a new output key (for waiting until a contender is live)."""
-    if wl == "w1":
-        word = f"zzprime{n:05d}"
-        return None, word.encode(), word.encode(), (word, 1)
-    pid = W2_PROBE_ID_BASE * 2 + n
-    client = f"prime{n:05d}"
-    value = {"client": client, "id": pid, "ticker": "AAPL", "amount": 1, "exchange": "NASDAQ"}
-    return (str(pid).encode(), json.dumps(value, separators=(",", ":")).encode(),
-            client.encode(), (client, frozenset([pid])))
-
-
 def run_latency(c: Contender, wl: str, bootstrap: str, run_dir: Path,
                 opts: argparse.Namespace, tp_rate: float | None) -> dict[str, Any]:
-    from confluent_kafka import Producer
-
     rate = opts.latency_rate
     n_warm = int(rate * opts.latency_warmup)
     n_total = n_warm + int(rate * opts.latency_seconds)
@@ -339,51 +330,15 @@ def run_latency(c: Contender, wl: str, bootstrap: str, run_dir: Path,
     tag = f"{run_dir.name}-{wl}-{c.name}-lat"
     in_topic, out_topic = f"{tag}-in", f"{tag}-out"
     create_topics(bootstrap, {in_topic: PARTITIONS, out_topic: PARTITIONS})
-    prefix = (W1_PROBE_PREFIX if wl == "w1" else W2_PROBE_PREFIX).encode()
-    prime_prefix = b"zzprime" if wl == "w1" else b"prime"
-    watcher = OutputWatcher(bootstrap, out_topic, wl, None, probe_prefix=prefix)
-    # primes are keys too: watch both prefixes by watching the common shorter one? keep two
-    prime_watch = OutputWatcher(bootstrap, out_topic, wl, None, probe_prefix=prime_prefix)
-    watcher.start()
-    prime_watch.start()
     status = run_dir / "status" / f"{tag}.jsonl"
     log_path = run_dir / "logs" / f"{tag}.log"
     out: dict[str, Any] = {"rate": rate, "log": str(log_path.relative_to(ROOT))}
     cmd = contender_cmd(c, wl, "latency", bootstrap, in_topic, out_topic, tag, run_dir, status)
     say(f"  {c.name}: latency run at {rate:,.0f} records/s ({opts.latency_warmup:.0f}s warm-up "
         f"+ {opts.latency_seconds:.0f}s measured)")
-    proc = launch(c.name, cmd, log_path, status)
-    sampler = TreeSampler(proc.proc.pid)
-    sampler.start()
+    live = LiveRun.launch(c.name, cmd, wl, bootstrap, out_topic, log_path, status)
     try:
-        deadline = time.time() + opts.start_timeout
-        while "started" not in proc.events():
-            if proc.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"contender did not start: {proc.log_tail(8)}")
-            time.sleep(0.2)
-        # wait until the contender is live end to end: one new key per second until it shows
-        producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
-                             "linger.ms": 0})
-        n = 0
-        t_prime = time.time()
-        while True:
-            key, value, out_key, (ek, ev) = _prime_record(wl, n)
-            expected[ek] = ev
-            producer.produce(in_topic, key=key, value=value)
-            producer.flush(10)
-            n += 1
-            seen = False
-            for _ in range(10):
-                time.sleep(0.1)
-                if prime_watch.probes:
-                    seen = True
-                    break
-            if seen:
-                break
-            if proc.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"no output within {opts.start_timeout:.0f}s: "
-                                   f"{proc.log_tail(8)}")
-        out["live_after_s"] = round(time.time() - t_prime, 1)
+        out["live_after_s"] = live.prime(in_topic, expected, opts.start_timeout)
         probe_keys = dict(ds.probe_at)  # index -> key
         pr = pace_in_subprocess(bootstrap, in_topic, ds.records, rate, set(probe_keys))
         out["sent"] = pr.sent
@@ -391,32 +346,19 @@ def run_latency(c: Contender, wl: str, bootstrap: str, run_dir: Path,
         out["pacer_max_lag_ms"] = round(pr.max_lag * 1000, 1)
         # drain: wait until every probe has shown up (or give up)
         measured = [i for i in probe_keys if i >= n_warm]
-        t_end = time.time()
-        while time.time() - t_end < opts.latency_drain:
-            if all(probe_keys[i] in watcher.probes for i in measured):
-                break
-            time.sleep(0.2)
-        lat = []
-        missing = 0
-        for i in measured:
-            seen_at = watcher.probes.get(probe_keys[i])
-            if seen_at is None:
-                missing += 1
-            else:
-                lat.append(seen_at - pr.send_times[i])
+        live.wait_for([probe_keys[i] for i in measured], opts.latency_drain)
+        seen = live.watcher.probes
+        latency = probe_latencies({i: probe_keys[i] for i in measured}, pr.send_times, seen)
+        lat = [v for v in latency.values() if v is not None]
+        missing = len(measured) - len(lat)
         if missing:
-            # the live consumer may have been handed an incomplete fetch (see OutputWatcher.
-            # reread): a fresh one tells a probe the contender never wrote from one it missed
-            unseen = {probe_keys[i] for i in measured if probe_keys[i] not in watcher.probes}
-            written = {normalize_key(wl, m.key()) for m in read_topic(bootstrap, out_topic, 60.0)
-                       if m.key() is not None}
-            out["missing_in_topic"] = len(unseen & written)
+            out["missing_in_topic"] = live.written(
+                {probe_keys[i] for i in measured if probe_keys[i] not in seen})
         # unseen probes count as the drain bound, so p99 is a lower bound when they are many
-        bound = [time.time() - pr.send_times[i] for i in measured
-                 if probe_keys[i] not in watcher.probes]
+        bound = [time.time() - pr.send_times[i] for i in measured if probe_keys[i] not in seen]
         alll = lat + bound
         # falling behind: latency still growing over the measured window
-        order = sorted((pr.send_times[i], (watcher.probes.get(probe_keys[i]) or time.time())
+        order = sorted((pr.send_times[i], (seen.get(probe_keys[i]) or time.time())
                         - pr.send_times[i]) for i in measured)
         half = len(order) // 2
         early = percentile([x[1] for x in order[:half]], 50) if half else 0.0
@@ -433,38 +375,17 @@ def run_latency(c: Contender, wl: str, bootstrap: str, run_dir: Path,
             "throughput_below_rate": tp_rate is not None and tp_rate < rate,
         })
         if missing == 0:
-            check = make_checker(wl, expected)
-            watcher.check = check
-            diff = "not checked"
-            t_check = time.time()
-            while time.time() - t_check < 30:
-                diff = watcher.recheck()
-                if diff is None:
-                    break
-                time.sleep(0.5)
-            if diff is not None:
-                # the live consumer may have been handed an incomplete fetch: a fresh one tells
-                # a broker's fetch quirk (the keys are in the topic) from a lost record
-                count, again = watcher.reread()
-                diff = (f"{diff} for the live consumer; the topic read again ({count:,} "
-                        + ("records) is right: the live consumer missed records" if again is None
-                           else f"records): {again}: records lost"))
-                out["result_reread_ok"] = again is None
-            out["result_check"] = "ok" if diff is None else diff
+            out["result_check"], reread_ok = live.check_result(expected)
+            if reread_ok is not None:
+                out["result_reread_ok"] = reread_ok
         else:
             out["result_check"] = "not checked: probes missing"
     except Exception as exc:  # noqa: BLE001
         out["error"] = str(exc)
         say(f"  {c.name}: latency run failed: {exc}")
     finally:
-        sampler.stop()
-        sampler.join(5)
-        proc.stop()
-        watcher.stop()
-        prime_watch.stop()
-        watcher.join(5)
-        prime_watch.join(5)
-    out["peak_rss_mb"] = round(sampler.peak_rss / 2**20, 1)
+        live.stop()
+    out["peak_rss_mb"] = round(live.sampler.peak_rss / 2**20, 1)
     if "p50_ms" in out:
         say(f"  {c.name}: latency p50 {out['p50_ms']:,.0f} ms, p99 {out['p99_ms']:,.0f} ms "
             f"({out['probes']} probes, {out['missing']} missing, achieved "

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import _kind, _pss_bytes, load_topic, process_tree, say
+from bench.harness import _kind, _pss_bytes, is_python_worker, load_topic, process_tree, say
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,10 +74,7 @@ class WorkerMemory(threading.Thread):
 
     def run(self) -> None:
         while not self.halt.is_set():
-            pids = [p for p in process_tree(self.root)
-                    if _kind(p).endswith(("pyspark.daemon",
-                                          "streamtable.runtime.spark.process.daemon"))
-                    or "pyspark.daemon " in _kind(p)]
+            pids = [p for p in process_tree(self.root) if is_python_worker(_kind(p))]
             total = sum(_pss_bytes(p) for p in pids)
             if total > self.peak:
                 self.peak, self.processes = total, len(pids)

@@ -363,11 +363,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "auto.offset.reset": "latest",
                 }
             )
-            # a fetch at a partition's end is answered after this wait, once per call: 1 ms
-            # keeps the probe at ~2.5 ms (10 ms: ~15 ms; with 0 no end is reported). A setting
-            # of the user's wins: Tansu on S3 answers with nothing when its wait ends before it
-            # has read the partition's objects (see streamtable.kafka.broker)
-            conf.setdefault("fetch.wait.max.ms", 1)
+            # a fetch at a partition's end is answered after this wait, once per call: 10 ms
+            # costs ~15 ms a probe (with 0 no end is reported). 1 ms (~2.5 ms a probe) is too
+            # short once a partition holds ~2,000 record batches: Tansu then answers a fetch at
+            # the end with nothing, every time, and the query stops after task.timeout.ms (a
+            # long paced run, bench.burst, showed it). A setting of the user's wins: Tansu on S3
+            # answers with nothing when its wait ends before it has read the partition's
+            # objects (see streamtable.kafka.broker)
+            conf.setdefault("fetch.wait.max.ms", 10)
             self._probe = Consumer(with_client_log(conf))
         tps = [TopicPartition(t, int(p), off) for t, ps in listed.items() for p, off in ps.items()]
         self._probe.assign(tps)

@@ -100,6 +100,31 @@ def test_process_first_topics_come_before_all_others_of_the_batch():
     assert [r.value for r in ordering.order(batch)] == [b"m0", b"r0", b"r1"]
 
 
+def test_a_record_without_a_timestamp_is_ordered_as_kafka_stamps_it_not_refused():
+    # Kafka marks a record without a timestamp -1 (a pre-0.10 message format); the partition
+    # group orders it so, and its time is the timestamp extractor's to give
+    ordering = PartitionGroupOrdering()
+    batch = [RawRecord("in", 0, 0, 5, None, b"a"), RawRecord("in", 1, 0, None, None, b"b"),
+             RawRecord("in", 1, 1, 7, None, b"c")]
+    assert [r.value for r in ordering.order(batch)] == [b"b", b"a", b"c"]
+
+
+def test_a_record_without_a_timestamp_takes_its_time_from_the_extractor_in_batch_mode():
+    seen: list[tuple[str, int]] = []
+    b = StreamsBuilder()
+    stream = b.stream(["in", "more"],
+                      timestamp_extractor=lambda k, v, ts: v["t"] if ts is None else ts)
+    stream.process_values(lambda record: seen.append((record.value["v"], record.timestamp))
+                          or record)
+    driver = TopologyTestDriver(b.build(), batch_mode=True)
+    json = StreamsConfig({"application.id": "app"}).default_value_serde
+    for topic, value, ts in [("in", {"v": "a", "t": 50}, 5), ("more", {"v": "b", "t": 40}, None)]:
+        driver.create_input_topic(topic)
+        driver.pipe_raw(topic, json.serialize(topic, "k"), json.serialize(topic, value), ts)
+    driver.run_batch()  # one task reads both topics: their records are merged by timestamp
+    assert seen == [("b", 40), ("a", 5)]
+
+
 def test_foreign_key_join_mirrors_are_processed_first():
     b = StreamsBuilder()
     right = b.table("right", materialized="right-store")

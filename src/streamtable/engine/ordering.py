@@ -22,7 +22,13 @@ from operator import attrgetter, itemgetter
 from streamtable.records import RawRecord
 
 _offset = attrgetter("offset")
-_timestamp = attrgetter("timestamp")
+
+
+def _timestamp(record: RawRecord) -> int:
+    """A record's place in time: Kafka's ``-1`` for one without a timestamp (a source's
+    timestamp extractor gives it its event time later)."""
+    ts: int | None = record.timestamp  # None from a source that could not read one
+    return -1 if ts is None else ts
 
 
 class PartitionGroupOrdering:

@@ -220,9 +220,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _reset_stores(args: argparse.Namespace) -> int:
     """``reset --store NAME``: the next start rebuilds just these stores from the earliest
     offsets of their input topics (see docs/upgrading.md)."""
+    app = _streams_app(args)
+    lease = _lease_for_reset(app.config)
+    try:
+        return _forget_stores(app, args)
+    finally:
+        lease.release()
+
+
+def _forget_stores(app: Any, args: argparse.Namespace) -> int:
     from streamtable.runtime.spark.upgrade import read_fingerprint, write_fingerprint
 
-    app = _streams_app(args)
     kept = read_fingerprint(app)
     if kept is None:
         raise SystemExit(f"streamtable: {app.application_id} has no state to reset stores of "
@@ -246,11 +254,32 @@ def _reset_stores(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lease_for_reset(config: StreamsConfig) -> Any:
+    """The application's lease, held while its state is reset: a run writing meanwhile would
+    lose the state under it, or write it back. Refused, naming the run, while one holds it."""
+    from streamtable.errors import LeaseHeldError
+    from streamtable.runtime.spark.app import application_location
+    from streamtable.storage import storage_at
+    from streamtable.storage.lease import Lease
+
+    lease = Lease(storage_at(application_location(config)), config.application_id,
+                  timeout_ms=int(config["lease.timeout.ms"]))
+    try:
+        lease.acquire()
+    except LeaseHeldError as e:
+        raise SystemExit(f"streamtable: {config.application_id} is running ({e.holder}): stop "
+                         "it before resetting its state; nothing was reset") from None
+    return lease
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
     if args.store:
         return _reset_stores(args)
     config = StreamsConfig(_settings(load_app(args.app), args))
     target = Path(config["state.dir"]) / config.application_id
+    if target.exists() or config.get("state.location"):
+        # the lease lives in the state it resets: removed with it, not released
+        _lease_for_reset(config)
     if target.exists():
         shutil.rmtree(target)
         log.info("removed %s: the next run reprocesses the input topics from the start", target)

@@ -73,6 +73,18 @@ log = logging.getLogger("streamtable.app")
 __all__ = ["ApplicationFailedError", "KafkaOutput", "StoreNotReadyError", "StreamsApp"]
 
 
+def application_location(config: StreamsConfig) -> str:
+    """``<state.location>/<application.id>`` (``state.dir`` when no ``state.location`` is
+    set): where an application's lease and the state of each of its runs live.
+
+    >>> application_location(StreamsConfig({"application.id": "shop",
+    ...                                     "state.location": "s3://bucket/state"}))
+    's3://bucket/state/shop'
+    """
+    location = config.get("state.location") or str(Path(config["state.dir"]).resolve())
+    return join(location, config.application_id)
+
+
 class StreamsApp:
     """Runs a topology on Spark.
 
@@ -170,9 +182,7 @@ class StreamsApp:
     def application_location(self) -> str:
         """``<state.location>/<application.id>``: the application's durable storage, which
         holds its lease and each run's state."""
-        location = self.config.get("state.location") or str(Path(self.config["state.dir"])
-                                                             .resolve())
-        return join(location, self.application_id)
+        return application_location(self.config)
 
     @property
     def shared_location(self) -> str:

@@ -120,3 +120,33 @@ def test_rows_of_both_sides_created_and_deleted_within_one_commit_leave_no_join(
     right.pipe_input("x", None, timestamp=4)
     driver.run_batch()
     assert {k: v for k, v in out.read_key_values_to_map().items() if v is not None} == {}
+
+
+@pytest.mark.parametrize("mode", ["inner", "left", "outer"])
+@pytest.mark.parametrize("caching", [True, False])
+def test_rows_of_both_sides_deleted_within_one_commit_retract_their_join(mode, caching):
+    """A join result made in one micro-batch; both of its rows deleted in the next. Both
+    tables cached, neither deletion may wait for the commit: by then the other side's row is
+    gone too, the join has nothing to retract with, and its result would stay for ever."""
+    b = StreamsBuilder()
+    left, right = b.table("left"), b.table("right")
+    join = {"inner": left.join, "left": left.left_join, "outer": left.outer_join}[mode]
+    join(right, lambda lv, rv: [lv, rv]).to_stream().to("out")
+    driver = TopologyTestDriver(
+        b.build(), {"cache.max.bytes.buffering": 10_000_000 if caching else 0}, batch_mode=True)
+    inputs = {s: driver.create_input_topic(s) for s in ("left", "right")}
+    out = driver.create_output_topic("out")
+    inputs["right"].pipe_input("x", "r", timestamp=1)
+    inputs["left"].pipe_input("x", "l", timestamp=2)
+    inputs["right"].pipe_input("y", "r", timestamp=2)
+    inputs["left"].pipe_input("y", "l", timestamp=2)
+    driver.run_batch()
+    table = out.read_key_values_to_map()
+    assert table == {"x": ["l", "r"], "y": ["l", "r"]}
+    inputs["left"].pipe_input("x", None, timestamp=3)
+    inputs["right"].pipe_input("x", None, timestamp=4)
+    inputs["right"].pipe_input("y", None, timestamp=5)  # the other order
+    inputs["left"].pipe_input("y", None, timestamp=6)
+    driver.run_batch()
+    table.update(out.read_key_values())  # tombstones too
+    assert {k: v for k, v in table.items() if v is not None} == {}

@@ -39,7 +39,11 @@ class ChangeForwarder:
     its deletion forwards the creation and then the deletion at once (as if the cache had
     evicted each), and the deletion retracts what was joined while the other side still holds
     what it was joined with. Kafka Streams' cache drops such a row, and a join result made from
-    it stays (e.g. a foreign-key join's row for a customer that no longer exists).
+    it stays (e.g. a foreign-key join's row for a customer that no longer exists). Any deletion
+    in such a table is forwarded at once, not at the commit: when both rows of a join result
+    are deleted within one commit, the first deletion must reach the join while the other row
+    is still there to retract the result with (at the commit both are gone, and a join forwards
+    nothing for a row whose other side is absent).
     """
 
     __slots__ = ("_processor", "caching", "max_entries", "_dirty", "_host", "read_elsewhere")
@@ -78,14 +82,20 @@ class ChangeForwarder:
         evicts: the caller checks the room (a row created and deleted within the commit of a
         store read elsewhere is forwarded, see the class)."""
         entry = self._dirty.get(key)
-        if entry is None:
-            self._dirty[key] = [old, new, timestamp, headers, cause]
-        elif (new is None and entry[0] is None and entry[1] is not None
-              and self.read_elsewhere):
+        if new is None and self.read_elsewhere:
+            # a deletion of a row other operators read goes at once (see the class)
+            if entry is None:
+                self._emit(key, None, old, timestamp, headers, cause)
+                return
             del self._dirty[key]
-            created = entry[1]
-            self._emit(key, created, None, entry[2], entry[3], entry[4])
-            self._emit(key, None, created, timestamp, headers, cause)
+            if entry[0] is None and entry[1] is not None:
+                created = entry[1]
+                self._emit(key, created, None, entry[2], entry[3], entry[4])
+                self._emit(key, None, created, timestamp, headers, cause)
+            else:
+                self._emit(key, None, entry[0], timestamp, headers, cause)
+        elif entry is None:
+            self._dirty[key] = [old, new, timestamp, headers, cause]
         else:
             entry[1] = new
             entry[2] = timestamp

@@ -79,16 +79,16 @@ class ChangeForwarder:
         """Hold a change caused by ``cause``: the key's first held change keeps ``old``, a later
         one replaces the newest value, timestamp, headers and cause (for several records of
         ``key`` applied at once, ``old`` is the value before the first of them). Never
-        evicts: the caller checks the room (a row created and deleted within the commit of a
-        store read elsewhere is forwarded, see the class)."""
+        evicts: the caller checks the room. A deletion in a table whose store other operators
+        read is not held but forwarded at once, after the key's held change (see the class)."""
         entry = self._dirty.get(key)
         if new is None and self.read_elsewhere:
-            # a deletion of a row other operators read goes at once (see the class)
             if entry is None:
                 self._emit(key, None, old, timestamp, headers, cause)
                 return
             del self._dirty[key]
-            if entry[0] is None and entry[1] is not None:
+            # such a table holds no deletion: a held change without an old value created the row
+            if entry[0] is None:
                 created = entry[1]
                 self._emit(key, created, None, entry[2], entry[3], entry[4])
                 self._emit(key, None, created, timestamp, headers, cause)

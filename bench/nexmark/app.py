@@ -1,5 +1,6 @@
 """The measured streamtable process: one Nexmark query's topology on the Spark runtime, run
-until it has caught up with the input topics (``StreamsApp.run_until_caught_up()``), then exit.
+until it has caught up with the input topics (``StreamsApp.run_until_caught_up()``), then exit;
+with ``--live`` (the latency mode), ``StreamsApp.start()`` until it is stopped (SIGTERM).
 
     python -m bench.nexmark.app --query q5 --output nexmark-q5-out --bootstrap 127.0.0.1:9092 \\
         --app-id nexmark-q5 --state-dir /tmp/s --status /tmp/s.jsonl --rate 10000
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 import time
 
 from bench.contenders.common import Status
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grace-ms", type=int, default=60_000)
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="extra StreamsApp settings")
+    p.add_argument("--live", action="store_true",
+                   help="run until stopped: the input arrives while it runs")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -54,6 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     status.event("engine_ready", seconds=time.time() - t0)
     app = StreamsApp(topology, config=config, state_dir=args.state_dir, spark=spark,
                      development_broker=True)
+    if args.live:
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        app.start()
+        status.event("started")
+        while not stop.wait(0.5):
+            if not app.is_running:
+                logging.getLogger("bench.nexmark").error("%s: the query stopped", args.query)
+                return 1
+        app.stop()
+        return 0
     status.event("started")
     app.run_until_caught_up()
     status.event("caught_up", batches=app.batches)

@@ -49,6 +49,7 @@ from bench.nexmark.events import (
     output_topic,
 )
 from bench.nexmark.generator import DEFAULT_RATE, Generator
+from bench.nexmark.latency import LATENCY_QUERIES
 from bench.nexmark.queries import ORDER, QUERIES
 from bench.nexmark.reference import EXPECTED, Events
 
@@ -193,7 +194,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds one query may run on one contender")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="extra settings for the streamtable app (experiments)")
+    p.add_argument("--latency", action="store_true",
+                   help="the latency mode instead of throughput (latency.py): the input paced "
+                        "at --latency-rate while each contender runs; queries by default "
+                        + ", ".join(LATENCY_QUERIES))
+    p.add_argument("--latency-rate", type=int, default=10_000,
+                   help="events per second of the latency mode (default 10,000)")
+    p.add_argument("--latency-seconds", type=float, default=30.0,
+                   help="how long the latency mode paces the input (default 30)")
+    p.add_argument("--latency-warmup", type=float, default=10.0,
+                   help="results completed this many seconds into the pacing are left out")
     args = p.parse_args(argv)
+    if args.latency and args.queries == "all":
+        args.queries = ",".join(LATENCY_QUERIES)
     args.query_list = ORDER if args.queries == "all" else [
         q.strip() for q in args.queries.split(",") if q.strip()]
     for q in args.query_list:
@@ -238,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.runner import _machine, warm_up
     from streamtable.kafka.broker import EmbeddedBroker
 
+    if args.latency:
+        return latency_main(args, command, run_dir)
     generator = Generator(args.seed, rate=args.rate)
     engines = contenders()
     rows: list[Row] = []
@@ -275,4 +290,38 @@ def main(argv: list[str] | None = None) -> int:
         log.info("appended to %s", args.out)
     draw_plots(rows, args, run_dir)
     log.info("results:\n%s", report.table(rows))
+    return 0 if all(r.status in ("OK", "UNSUPPORTED") for r in rows) else 1
+
+
+def latency_main(args: argparse.Namespace, command: str, run_dir: Path) -> int:
+    """The latency mode (``--latency``, ``latency.py``): every query on every contender."""
+    from bench.nexmark import latency
+    from bench.runner import _machine
+    from streamtable.kafka.broker import EmbeddedBroker
+
+    engines = contenders()
+    rows: list[latency.LatencyRow] = []
+    broker = EmbeddedBroker(log_path=run_dir / "broker.log")
+    broker.start()
+    try:
+        for query in args.query_list:
+            for name in args.contender_list:
+                try:
+                    rows.append(latency.run_latency(query, engines[name], args,
+                                                    broker.bootstrap_servers, run_dir))
+                except Exception as exc:  # noqa: BLE001 - one run's failure is reported
+                    log.exception("%s on %s: harness error", query, name)
+                    rows.append(latency.LatencyRow(query, name, status="FAILED",
+                                                   reason=f"harness error: {exc}"))
+                (run_dir / "latency.json").write_text(
+                    json.dumps([asdict(r) for r in rows], indent=2))
+    finally:
+        broker.stop()
+    text = latency.section(rows, command, _machine(), args)
+    (run_dir / "latency.md").write_text(text)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as fh:
+            fh.write("\n" + text)
+        log.info("appended to %s", args.out)
+    log.info("results:\n%s", latency.table(rows))
     return 0 if all(r.status in ("OK", "UNSUPPORTED") for r in rows) else 1

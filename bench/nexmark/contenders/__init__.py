@@ -9,6 +9,11 @@ status file (``bench/contenders/common.py``'s ``Status``): ``started`` when it b
 has processed every input record (the measured time ends there); it may then exit. The runner
 stops a contender that has not caught up within the timeout and shows it as TIMEOUT.
 
+A contender that can read its input as it arrives (``live``) also runs the latency mode
+(``latency.py``): given ``Run.live`` it starts on empty input topics, consumes what the
+runner paces into them until it has ``input_counts`` records (or until it is stopped), and
+does not stop at the topics' current end.
+
 Adding an engine is adding a module here with a ``CONTENDER`` and naming it in
 :data:`CONTENDERS`.
 """
@@ -38,6 +43,8 @@ class Run:
     #: number of records per input topic (a contender may stop when it has read them all)
     input_counts: dict[str, int] = field(default_factory=dict)
     extra: tuple[str, ...] = ()
+    #: the latency mode: the input arrives while the contender runs (see the module's doc)
+    live: bool = False
 
 
 class Contender(Protocol):
@@ -46,6 +53,11 @@ class Contender(Protocol):
     @property
     def name(self) -> str:
         """How the runner's ``--contenders`` and the results name it."""
+        ...
+
+    @property
+    def live(self) -> bool:
+        """Whether it can read input that arrives while it runs (the latency mode)."""
         ...
 
     def supports(self, query: str) -> bool:

@@ -43,12 +43,14 @@ def encode(obj: Any) -> bytes:
 @dataclass(frozen=True)
 class PeerContender:
     """A peer engine: its name, the venv it runs in (None: the project's own), the module
-    whose ``main`` runs a query, and the queries it implements."""
+    whose ``main`` runs a query, the queries it implements, and whether it reads input that
+    arrives while it runs (``--live``, the latency mode)."""
 
     name: str
     venv: str | None
     module: str
     queries: frozenset[str]
+    live: bool = True
 
     def supports(self, query: str) -> bool:
         return query in self.queries
@@ -67,6 +69,8 @@ class PeerContender:
                "--input-counts", dumps(run.input_counts)]
         for kv in run.extra:
             cmd += ["--config", kv]
+        if run.live:
+            cmd.append("--live")
         paths = [str(ROOT)] + ([str(ROOT / "src")] if self.venv is None else [])
         return cmd, {"PYTHONPATH": os.pathsep.join(paths)}
 
@@ -82,6 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--input-counts", type=json.loads, default={},
                    help="records per input topic, JSON (the process stops when it has them)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--live", action="store_true",
+                   help="the input arrives while the process runs (the latency mode)")
     args = p.parse_args(argv)
     args.settings = dict(kv.partition("=")[::2] for kv in args.config)
     return args

@@ -7,7 +7,8 @@ topic, the JSON values parsed with ``from_json`` into the views ``bid``, ``aucti
 nexmark/nexmark SQL in Spark's dialect, plus a ``k`` and ``v`` column (the output record's key
 and value as JSON); ``foreachBatch`` writes every batch with confluent-kafka, one producer per
 partition of the batch. ``Trigger.AvailableNow`` reads the topics to their end and stops:
-that is ``caught_up``. The session time zone is UTC (``HOUR``, ``DATE_FORMAT``).
+that is ``caught_up`` (live, the latency mode: the default trigger, until stopped). The
+session time zone is UTC (``HOUR``, ``DATE_FORMAT``).
 
 Output modes: the stateless queries and the stream-stream joins (q3, q8, q20, with no
 watermark: their state is kept whole, as the SQL's regular joins do) are ``append``; the
@@ -284,11 +285,13 @@ def main(argv: list[str] | None = None) -> int:
         written.clear()
         written.update(now)
 
-    query = (result.writeStream.outputMode(mode)
-             .option("checkpointLocation", os.path.join(args.state_dir, "checkpoint"))
-             .foreachBatch(write)
-             .trigger(availableNow=True)
-             .start())
+    stream = (result.writeStream.outputMode(mode)
+              .option("checkpointLocation", os.path.join(args.state_dir, "checkpoint"))
+              .foreachBatch(write))
+    if args.live:  # the latency mode: the next batch as soon as one ends, until stopped
+        stream.start().awaitTermination()
+        return 0
+    query = stream.trigger(availableNow=True).start()
     query.awaitTermination()
     status.event("caught_up", batches=batches[0])
     log(f"spark-sql {args.query}: caught up after {batches[0]} batches")

@@ -1,5 +1,6 @@
 """streamtable on Spark: the query's topology from ``bench/nexmark/queries/`` run by
-``bench/nexmark/app.py`` with ``StreamsApp.run_until_caught_up()`` and the default settings."""
+``bench/nexmark/app.py`` with ``StreamsApp.run_until_caught_up()`` and the default settings
+(live: ``StreamsApp.start()``, until stopped)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bench.nexmark.queries import QUERIES
 @dataclass(frozen=True)
 class Streamtable:
     name: str = "streamtable"
+    live: bool = True
 
     def supports(self, query: str) -> bool:
         return query in QUERIES
@@ -26,6 +28,8 @@ class Streamtable:
                "--rate", str(run.rate), "--grace-ms", str(run.grace_ms)]
         for kv in run.extra:
             cmd += ["--config", kv]
+        if run.live:
+            cmd.append("--live")
         env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
         return cmd, env
 

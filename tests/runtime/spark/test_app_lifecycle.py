@@ -48,3 +48,28 @@ def test_run_until_caught_up_stops_and_unregisters(spark, bootstrap, tmp_path):
     app.run_until_caught_up(timeout=120)
     assert app.store("counts-store").to_dict() == {"a": 2, "b": 1}
     assert not app.is_running and id(spark) not in _LISTENERS
+
+
+def test_idle_planner_workers_end_once_a_query_runs_and_the_next_query_starts(
+        spark, bootstrap, tmp_path):
+    """Spark's data source planners keep a forked worker idle for a minute: the first batch
+    ends them, and a query started after that plans with new ones."""
+    import os
+
+    from streamtable.runtime.spark.process.startup import _processes, planner_workers
+
+    wc = load_app("examples/word_count/app.py")
+    config = {k: v for k, v in wc.config.items() if k.startswith("default.")}
+    for round_ in range(2):
+        src, out = new_topics(bootstrap, 2, f"planner-lines-{round_}", "planner-counts")
+        produce(bootstrap, src, [(None, b"a b a")])
+        app = StreamsApp(wc.build_topology(src, out), f"planner-{src}", bootstrap,
+                         state_dir=tmp_path / str(round_), spark=spark, config=config,
+                         development_broker=True)
+        app.run_until_caught_up(timeout=120)
+        assert app.store("counts-store").to_dict() == {"a": 2, "b": 1}
+        deadline = time.monotonic() + 10
+        while planner_workers(os.getpid(), _processes()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        procs = _processes()
+        assert [procs[p][1] for p in planner_workers(os.getpid(), procs)] == []

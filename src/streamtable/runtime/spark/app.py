@@ -53,7 +53,11 @@ from streamtable.runtime.spark import shipping
 from streamtable.runtime.spark.batches import MicroBatches
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
-from streamtable.runtime.spark.process.startup import fast_checkpoint_files, warm_up_python_workers
+from streamtable.runtime.spark.process.startup import (
+    fast_checkpoint_files,
+    release_idle_planners_soon,
+    warm_up_python_workers,
+)
 from streamtable.runtime.spark.progress import (
     CountsParam,
     listen_to_progress,
@@ -306,6 +310,8 @@ class StreamsApp:
         """Run every stage over one micro-batch (``foreachBatch``; see
         :class:`~streamtable.runtime.spark.batches.MicroBatches`)."""
         batches = self._micro_batches()
+        if not self.batches:  # the query's planning is done: its planner workers idle
+            release_idle_planners_soon()
         batches.process(df, batch_id)
         self.last_batch_seconds = batches.last_batch_seconds
         self.batches += 1

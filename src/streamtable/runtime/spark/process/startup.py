@@ -1,10 +1,14 @@
-"""What a query's start does besides starting it: Spark settings for its checkpoint, and Python
-workers started ahead of the first micro-batch."""
+"""What a query's start does besides starting it: Spark settings for its checkpoint, Python
+workers started ahead of the first micro-batch, and Spark's planner workers ended once the
+query runs."""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
+import time
 from typing import Any
 
 log = logging.getLogger("streamtable.app")
@@ -52,5 +56,101 @@ def warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
             log.debug("warming up the Python workers failed: %s", e)
 
     thread = threading.Thread(target=warm, name="streamtable-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+# Spark runs a data source's planning (finding it, making it, planning its read) in Python
+# workers forked by a ``pyspark.daemon`` of their own per job, ``python -m pyspark.daemon
+# pyspark.sql.worker.<job>``. After use a worker idles for Spark's idle timeout (a minute):
+# 35-80 MB resident each, in the first minute of a query, when a backlog's first batches take
+# the most memory. A query needs them again only when it starts anew, and then Spark discards
+# a worker that died ("process from idle queue is dead") and forks another.
+PLANNER_JOB = "pyspark.sql.worker."
+
+
+def _processes() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command line, CPU seconds) of every process (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[int, str, float]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        out[int(name)] = (int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def planner_workers(root: int, processes: dict[int, tuple[int, str, float]]) -> list[int]:
+    """The workers Spark's planner daemons under ``root`` forked: processes running a planner
+    job whose parent runs one too.
+
+    >>> procs = {1: (0, "python app.py", 0.0), 2: (1, "java spark", 0.0),
+    ...          3: (2, "python -m pyspark.daemon pyspark.sql.worker.create_data_source", 0.0),
+    ...          4: (3, "python -m pyspark.daemon pyspark.sql.worker.create_data_source", 0.0),
+    ...          5: (2, "python -m pyspark.daemon pyspark.worker", 0.0)}
+    >>> planner_workers(1, procs)
+    [4]
+    """
+    def under_root(pid: int) -> bool:
+        seen = set()
+        while pid in processes and pid not in seen:
+            if pid == root:
+                return True
+            seen.add(pid)
+            pid = processes[pid][0]
+        return False
+
+    def planner(pid: int) -> bool:
+        cmd = processes.get(pid, (0, "", 0.0))[1]
+        return "pyspark.daemon" in cmd and PLANNER_JOB in cmd
+
+    return sorted(pid for pid, (ppid, _, _) in processes.items()
+                  if planner(pid) and planner(ppid) and under_root(pid))
+
+
+def release_idle_planners(idle_s: float = 1.0, attempts: int = 10) -> list[int]:
+    """End the planner workers of this process's Spark once each has used no CPU for
+    ``idle_s`` (see ``PLANNER_JOB``), looking again up to ``attempts`` times for those still
+    busy; returns the pids ended. Nothing where ``/proc`` does not tell."""
+    if not os.path.isdir("/proc/self"):
+        return []
+    root = os.getpid()
+    ended: list[int] = []
+    for _ in range(attempts):
+        before = _processes()
+        candidates = planner_workers(root, before)
+        if not candidates:
+            break
+        time.sleep(idle_s)
+        after = _processes()
+        for pid in candidates:
+            if pid in after and after[pid][2] == before[pid][2]:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                    ended.append(pid)
+                except OSError:
+                    pass
+    if ended:
+        log.debug("ended %d idle Spark planner workers: %s", len(ended), ended)
+    return ended
+
+
+def release_idle_planners_soon() -> threading.Thread:
+    """:func:`release_idle_planners` in the background (call once the query's first batch
+    runs: its planning is done)."""
+    def release() -> None:
+        try:
+            release_idle_planners()
+        except Exception as e:  # memory Spark frees after its idle timeout anyway
+            log.debug("could not end the idle planner workers: %s", e)
+
+    thread = threading.Thread(target=release, name="streamtable-planners", daemon=True)
     thread.start()
     return thread

@@ -54,6 +54,24 @@ def verdict(kind: str, expected: Source, actual: Source) -> str | None:
     return _table(_fresh(expected), _fresh(actual))
 
 
+def check_topic(bootstrap: str, topic: str, kind: str, expected: Source,
+                timeout: float) -> tuple[str | None, int]:
+    """:func:`verdict` on what ``topic`` holds (read with a fresh consumer, again for a diff),
+    and how many records it holds."""
+    from bench.harness import read_topic
+
+    written = [0]
+
+    def records() -> Iterator[Raw]:
+        written[0] = 0
+        for m in read_topic(bootstrap, topic, timeout=timeout):
+            written[0] += 1
+            yield m.key(), m.value()
+
+    diff = verdict(kind, expected, records)
+    return diff, written[0]
+
+
 def _expected_records(expected: Source) -> Iterator[str]:
     return (canonical([k, v]) for k, v in _fresh(expected))
 

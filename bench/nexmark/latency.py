@@ -62,6 +62,7 @@ from bench.nexmark.events import (
 from bench.nexmark.generator import Generator
 from bench.nexmark.queries import QUERIES
 from bench.nexmark.reference import EXPECTED, Events
+from bench.nexmark.report import _n
 
 log = logging.getLogger("bench.nexmark")
 
@@ -413,18 +414,8 @@ def run_latency(query: str, contender: Contender, args: Any, bootstrap: str,
                                     warmup_s=args.latency_warmup)
     for name, value in summarize(values).items():
         setattr(row, name, value)
-    written = [0]
-
-    def records() -> Iterator[tuple[bytes | None, bytes | None]]:
-        from bench.harness import read_topic
-
-        written[0] = 0
-        for m in read_topic(bootstrap, output, timeout=600):
-            written[0] += 1
-            yield m.key(), m.value()
-
-    diff = check.verdict(QUERIES[query].kind, lambda: EXPECTED[query](source), records)
-    row.output_records = written[0]
+    diff, row.output_records = check.check_topic(
+        bootstrap, output, QUERIES[query].kind, lambda: EXPECTED[query](source), timeout=600)
     if diff is not None:
         row.status, row.reason = "FAILED", diff
     elif unexplained:
@@ -440,15 +431,11 @@ def run_latency(query: str, contender: Contender, args: Any, bootstrap: str,
 # ------------------------------------------------------------------------------ report
 
 
-def _n(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
-
-
 def one_line(row: LatencyRow) -> str:
     if row.status != "OK" and row.p50_s is None:
         return f"{row.status}: {row.reason}"
-    text = (f"{row.status}, p50 {_n(row.p50_s)} s, p99 {_n(row.p99_s)} s, max "
-            f"{_n(row.max_s)} s over {row.results:,} results, peak RSS "
+    text = (f"{row.status}, p50 {_n(row.p50_s, 3)} s, p99 {_n(row.p99_s, 3)} s, max "
+            f"{_n(row.max_s, 3)} s over {row.results:,} results, peak RSS "
             f"{_n(row.peak_rss_mb, 0)} MB")
     return text + (f" ({row.reason})" if row.reason else "")
 
@@ -472,10 +459,10 @@ def table(rows: list[LatencyRow], base: str = "streamtable") -> str:
         verdict = "ok" if r.status == "OK" else f"**{r.status}**: {r.reason}"
         lines.append(
             f"| {r.query} | {r.contender} | {r.events:,} | {r.rate:,} | {r.results:,} | "
-            f"{_n(r.p50_s)} | {_n(r.p99_s)} | {_n(r.max_s)} | "
+            f"{_n(r.p50_s, 3)} | {_n(r.p99_s, 3)} | {_n(r.max_s, 3)} | "
             f"{ratio(r.p50_s, b.p50_s if b else None)} | "
             f"{ratio(r.p99_s, b.p99_s if b else None)} | {_n(r.cpu_seconds, 1)} | "
-            f"{_n(r.peak_rss_mb, 0)} | {_n(r.pacer_lag_s)} | {verdict} |")
+            f"{_n(r.peak_rss_mb, 0)} | {_n(r.pacer_lag_s, 3)} | {verdict} |")
     return "\n".join(lines)
 
 

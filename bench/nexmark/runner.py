@@ -24,7 +24,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,6 @@ from bench.harness import (
     create_topics,
     delete_matching,
     launch,
-    read_topic,
 )
 from bench.nexmark import check, report
 from bench.nexmark.contenders import Contender, Run, contenders
@@ -153,17 +152,9 @@ def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstra
             if row.cpu_seconds > 0:
                 row.rate_per_core = round(args.events / row.cpu_seconds, 1)
     if row.status == "OK":
-        written = [0]
-
-        def records() -> Iterator[tuple[bytes | None, bytes | None]]:
-            written[0] = 0
-            for m in read_topic(bootstrap, output, timeout=1800):
-                written[0] += 1
-                yield m.key(), m.value()
-
         t0 = time.time()
-        diff = check.verdict(QUERIES[query].kind, expected, records)
-        row.output_records = written[0]
+        diff, row.output_records = check.check_topic(bootstrap, output, QUERIES[query].kind,
+                                                     expected, timeout=1800)
         log.info("%s on %s: output checked in %.1fs", query, contender.name, time.time() - t0)
         if diff is not None:
             row.status, row.reason = "FAILED", diff
@@ -218,6 +209,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if c not in known:
             p.error(f"unknown contender {c!r} (choose from {', '.join(known)})")
     return args
+
+
+def _write_results(run_dir: Path, out: str | None, name: str, text: str) -> None:
+    """The run's Markdown section: ``name`` in its directory, and appended to ``out``."""
+    (run_dir / name).write_text(text)
+    if out:
+        with open(out, "a", encoding="utf-8") as fh:
+            fh.write("\n" + text)
+        log.info("appended to %s", out)
 
 
 def draw_plots(rows: list[Row], args: argparse.Namespace, run_dir: Path) -> None:
@@ -283,11 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
     text = report.section(rows, command, _machine(), loaded,
                           {name: engines[name] for name in args.contender_list})
-    (run_dir / "nexmark.md").write_text(text)
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as fh:
-            fh.write("\n" + text)
-        log.info("appended to %s", args.out)
+    _write_results(run_dir, args.out, "nexmark.md", text)
     draw_plots(rows, args, run_dir)
     log.info("results:\n%s", report.table(rows))
     return 0 if all(r.status in ("OK", "UNSUPPORTED") for r in rows) else 1
@@ -318,10 +314,6 @@ def latency_main(args: argparse.Namespace, command: str, run_dir: Path) -> int:
     finally:
         broker.stop()
     text = latency.section(rows, command, _machine(), args)
-    (run_dir / "latency.md").write_text(text)
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as fh:
-            fh.write("\n" + text)
-        log.info("appended to %s", args.out)
+    _write_results(run_dir, args.out, "latency.md", text)
     log.info("results:\n%s", latency.table(rows))
     return 0 if all(r.status in ("OK", "UNSUPPORTED") for r in rows) else 1

@@ -168,3 +168,74 @@ def test_listed_timestamps_ask_kafka_for_every_partition_at_once() -> None:
     failing = timestamps.ListedTimestamps(FakeAdmin({}, failing=True)).lookup([("a", 1)])
     with pytest.raises(KafkaSourceError, match="topic 'a' partition 1: NOT_LEADER"):
         failing(BASE)
+
+
+def _cuts(reader: ReadTimestamps, logs: dict[tuple[str, int], list[int | None]], budget: int,
+          prefetch: bool) -> list[dict[tuple[str, int], int]]:
+    """The ends of each batch of a backlog cut with ``reader``."""
+    starts = {key: 0 for key in logs}
+    ends = {key: len(log) for key, log in logs.items()}
+    out = []
+    while starts != ends:
+        cut = cut_at_timestamp(starts, ends, budget, reader.lookup(starts, ends, budget + 1))
+        out.append(cut.ends)
+        if prefetch:
+            reader.prefetch(cut.ends, ends, budget + 1, chunk=64)
+        starts = cut.ends
+    reader.close()
+    return out
+
+
+def test_reading_ahead_while_a_batch_runs_cuts_the_same_batches(fake: Any) -> None:
+    logs = {("bids", 0): [BASE + 2 * i for i in range(3000)],
+            ("bids", 1): [BASE + 2 * i + 1 for i in range(2500)],
+            ("persons", 0): [BASE + 100 * i for i in range(60)]}
+    fake(logs)
+    plain = _cuts(ReadTimestamps({}, first_read=256), logs, 700, prefetch=False)
+    topic = fake(logs)
+    reader = ReadTimestamps({}, first_read=256)
+    assert _cuts(reader, logs, 700, prefetch=True) == plain
+    # still each record read once at most, and not beyond a budget past the backlog's end
+    for key in logs:
+        spans = sorted((start, end) for t, p, start, end in topic.read if (t, p) == key)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
+    assert reader.records_read == topic.records_read() <= sum(map(len, logs.values()))
+
+
+def test_the_next_cut_finds_what_was_read_ahead(fake: Any) -> None:
+    logs = {("t", 0): [BASE + i for i in range(4000)]}
+    topic = fake(logs)
+    reader = ReadTimestamps({}, first_read=16)
+    starts, ends = {("t", 0): 0}, {("t", 0): 4000}
+    cut = cut_at_timestamp(starts, ends, 1000, reader.lookup(starts, ends, 1001))
+    reader.prefetch(cut.ends, ends, 1001)
+    reader._prefetch.join()  # the batch ran long enough
+    read = topic.records_read()
+    assert read >= cut.ends[("t", 0)] + 1001
+    cut_at_timestamp(cut.ends, ends, 1000, reader.lookup(cut.ends, ends, 1001))
+    assert topic.records_read() == read  # nothing left to read for the second cut
+
+
+def test_a_failed_read_ahead_leaves_the_lookups_to_read_the_rest(fake: Any) -> None:
+    log = [BASE + i for i in range(3000)]
+    topic = fake({("t", 0): log})
+    reader = ReadTimestamps({}, first_read=16)
+    starts, ends = {("t", 0): 0}, {("t", 0): 3000}
+    cut = cut_at_timestamp(starts, ends, 1000, reader.lookup(starts, ends, 1001))
+    messages = topic.messages
+
+    def failing(ranges: Any, chunk: int = 7) -> Any:
+        for i, item in enumerate(messages(ranges, chunk)):
+            if i == 3:
+                raise KafkaSourceError("the broker went away")
+            yield item
+
+    topic.messages = failing
+    reader.prefetch(cut.ends, ends, 1001, chunk=100)
+    reader._prefetch.join()
+    topic.messages = messages
+    second = cut_at_timestamp(cut.ends, ends, 1000, reader.lookup(cut.ends, ends, 1001))
+    assert second.ends == {("t", 0): 2000} and second.timestamp == BASE + 2000
+    # what the failed read got is kept once: no offset read twice
+    offsets = list(reader._read[("t", 0)].offsets)
+    assert offsets == sorted(set(offsets)) and offsets[0] == 1000

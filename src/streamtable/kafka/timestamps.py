@@ -8,7 +8,10 @@
   answers offset 0 whatever the timestamp (see :mod:`streamtable.kafka.broker`). Each record
   is read once and its timestamp kept until a batch takes it, so planning reads every record a
   second time: ~1 s of the planner's CPU per million records on the development broker, and
-  24 bytes per record read ahead of the batches.
+  24 bytes per record read ahead of the batches. Once a batch is cut, :meth:`ReadTimestamps.
+  prefetch` reads on in the background what the next cut will look at, while the batch runs
+  (Spark plans a batch only after the previous one ended: read in the planning, it would add
+  its time to every batch of a backlog).
 
 Keys are ``(topic, partition)``.
 
@@ -20,6 +23,7 @@ Keys are ``(topic, partition)``.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from array import array
 from bisect import bisect_left
@@ -133,6 +137,10 @@ class ReadTimestamps:
         self._read: dict[TopicPartitionKey, _Read] = {}
         self._consumer: Any = None
         self.records_read = 0
+        # the background read of :meth:`prefetch`, and what stops it at its next chunk
+        self._prefetch: threading.Thread | None = None
+        self._stop_prefetch = threading.Event()
+        self.prefetch_error: BaseException | None = None
 
     def lookup(self, starts: Mapping[TopicPartitionKey, int],
                ends: Mapping[TopicPartitionKey, int], cap: int) -> Lookup[TopicPartitionKey]:
@@ -140,6 +148,7 @@ class ReadTimestamps:
         ``cap`` records of a partition from its start (beyond them the cut of a batch of
         ``cap - 1`` records does not look: the offset answered is then the first not read,
         without its timestamp)."""
+        self._end_prefetch()
         for key in list(self._read):
             if key not in starts:
                 del self._read[key]
@@ -165,8 +174,54 @@ class ReadTimestamps:
 
         return at
 
+    def prefetch(self, starts: Mapping[TopicPartitionKey, int],
+                 ends: Mapping[TopicPartitionKey, int], records: int,
+                 chunk: int = 65_536) -> None:
+        """Read on in the background, from where reading stopped, up to ``records`` records
+        past each partition's ``starts`` (the next batch's; below its end), ``chunk`` records
+        at a time: the next :meth:`lookup` stops the read at its next chunk and goes on from
+        there. A failed read is kept in ``prefetch_error`` and left to the lookups, which read
+        again."""
+        self._end_prefetch()
+        stops = {}
+        for key, start in starts.items():
+            read = self._read.get(key)
+            if read is not None and read.offsets and read.offsets[0] <= start <= read.next:
+                stop = min(ends[key], start + records)
+                if stop > read.next:
+                    stops[key] = stop
+        if not stops:
+            return
+        self._stop_prefetch.clear()
+
+        def run() -> None:
+            try:
+                while stops and not self._stop_prefetch.is_set():
+                    for key in list(stops):
+                        step = min(stops[key], self._read[key].next + chunk)
+                        if step >= stops[key]:
+                            del stops[key]
+                        self._read_ahead({key: step})
+            except BaseException as e:  # the lookups read what is missing again
+                self.prefetch_error = e
+
+        self._prefetch = threading.Thread(target=run, name="streamtable-timestamps",
+                                          daemon=True)
+        self._prefetch.start()
+
+    def _end_prefetch(self) -> None:
+        """Stop the background read (at its next chunk) and wait for it."""
+        thread, self._prefetch = self._prefetch, None
+        if thread is not None:
+            self._stop_prefetch.set()
+            thread.join()
+        if self.prefetch_error is not None:
+            logger.debug("reading timestamps ahead failed: %s", self.prefetch_error)
+            self.prefetch_error = None
+
     def close(self) -> None:
         """Close the consumer (a later lookup opens another)."""
+        self._end_prefetch()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             consumer.close()
@@ -192,10 +247,13 @@ class ReadTimestamps:
                                         max(self.first_read, len(read.offsets))))
 
     def _read_ahead(self, stops: Mapping[TopicPartitionKey, int]) -> None:
-        """Read each partition of ``stops`` from where its reading stopped to its stop."""
+        """Read each partition of ``stops`` from where its reading stopped to its stop (a
+        read that fails part-way keeps what it read, and where it got to)."""
         for key, messages in self._messages({k: (self._read[k].next, stop)
                                              for k, stop in stops.items()}):
-            self._read[key].add(messages)
+            read = self._read[key]
+            read.add(messages)
+            read.next = messages[-1].offset() + 1
             self.records_read += len(messages)
         for key, stop in stops.items():
             self._read[key].next = stop

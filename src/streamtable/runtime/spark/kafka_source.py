@@ -450,6 +450,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     begins, {(t, int(p)): n for (t, p), n in available.items()}, budget)
                 for (topic, number), take in share.items():
                     merged[topic][str(number)] = begins[(topic, number)] + take
+                if self._read_timestamps is not None:  # the next cut's reads, as this runs
+                    self._read_timestamps.prefetch(
+                        {k: begins[k] + take for k, take in share.items()},
+                        {(t, int(p)): int(ends[t][p]) for t, p in available}, budget + 1)
         if any(available.values()):
             self._planned_batches = min(self._planned_batches + 1, 16)
         elif self._target is not None:

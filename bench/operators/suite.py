@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -101,6 +102,7 @@ def run_family(family: Family, n: int, bootstrap: str, run_dir: Path,
 
         profile.parent.mkdir(parents=True, exist_ok=True)
         cmd = [str(envs.tool("tools", "py-spy")), "record", "--subprocesses", "--rate", "100",
+               *(["--idle"] if args.profile == "idle" else []),
                "--format", "raw", "-o", str(profile), "--", *cmd]
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     watcher = OutputWatcher(bootstrap, output, family.name, check=None)
@@ -112,7 +114,7 @@ def run_family(family: Family, n: int, bootstrap: str, run_dir: Path,
     workers.start()
     log.info("%s: running (load %.1fs), log %s", family.name, load_s, row.log)
     try:
-        rc = _wait(proc, args.timeout)
+        rc = _wait(proc, args.timeout, profile is not None)
     finally:
         tree.stop()
         workers.halt.set()
@@ -157,13 +159,22 @@ def run_family(family: Family, n: int, bootstrap: str, run_dir: Path,
     return row
 
 
-def _wait(proc: Any, timeout: float) -> int | None:
-    """The process's exit code, or None if it was still running after ``timeout`` s."""
+def _wait(proc: Any, timeout: float, profiled: bool = False) -> int | None:
+    """The process's exit code, or None if it was still running after ``timeout`` s.
+    ``profiled``: the process is py-spy, which waits for every process it samples; a Python
+    worker Spark left behind can keep it waiting, so a minute after the application caught up
+    py-spy is told to stop (SIGINT: it writes its profile)."""
     deadline = time.time() + timeout
+    interrupt_at: float | None = None
     while time.time() < deadline:
         rc: int | None = proc.proc.poll()
         if rc is not None:
             return rc
+        if profiled and interrupt_at is None and "caught_up" in proc.events():
+            interrupt_at = time.time() + 60
+        if interrupt_at is not None and time.time() > interrupt_at:
+            proc.proc.send_signal(signal.SIGINT)
+            interrupt_at = deadline
         time.sleep(0.2)
     return None
 
@@ -211,9 +222,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds one family may run")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="extra StreamsApp settings for every family (experiments)")
-    p.add_argument("--profile", action="store_true",
+    p.add_argument("--profile", nargs="?", const="cpu", choices=("cpu", "idle"), default=None,
                    help="run each family under py-spy (sampling every process of its tree; "
-                        "slower) and log where the time went")
+                        "slower) and log where the time went; --profile idle also samples "
+                        "threads while they wait (where the wall time goes)")
     args = p.parse_args(argv)
     try:
         args.sizes = [int(s) for s in args.records.split(",") if s.strip()]

@@ -138,7 +138,7 @@ def run_family(family: Family, n: int, bootstrap: str, run_dir: Path,
     row.cpu_by_process = tree.cpu_by_kind()
     if rc is None:
         row.status, row.reason = "TIMEOUT", f"not caught up after {args.timeout:.0f}s"
-    elif rc != 0 or done is None:
+    elif done is None or (rc != 0 and profile is None):  # py-spy's own code when stopped
         row.status, row.reason = "FAILED", f"the application exited with code {rc}"
     else:
         row.seconds = round(done["t"] - t_start, 2)

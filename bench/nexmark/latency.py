@@ -396,6 +396,7 @@ def run_latency(query: str, contender: Contender, args: Any, bootstrap: str,
         tree.stop()
         tree.join(5)
         proc.stop()
+        delete_matching(bootstrap, [run_id])  # the contender's own topics
     row.peak_rss_mb = round(tree.peak_rss / 2**20, 1)
     row.peak_pss_mb = round(tree.peak_pss / 2**20, 1)
     row.pacer_lag_s = round(lag, 3)

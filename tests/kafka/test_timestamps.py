@@ -180,7 +180,7 @@ def _cuts(reader: ReadTimestamps, logs: dict[tuple[str, int], list[int | None]],
         cut = cut_at_timestamp(starts, ends, budget, reader.lookup(starts, ends, budget + 1))
         out.append(cut.ends)
         if prefetch:
-            reader.prefetch(cut.ends, ends, budget + 1, chunk=64)
+            reader.prefetch(cut.ends, ends, dict.fromkeys(ends, budget + 1), chunk=64)
         starts = cut.ends
     reader.close()
     return out
@@ -208,7 +208,7 @@ def test_the_next_cut_finds_what_was_read_ahead(fake: Any) -> None:
     reader = ReadTimestamps({}, first_read=16)
     starts, ends = {("t", 0): 0}, {("t", 0): 4000}
     cut = cut_at_timestamp(starts, ends, 1000, reader.lookup(starts, ends, 1001))
-    reader.prefetch(cut.ends, ends, 1001)
+    reader.prefetch(cut.ends, ends, {("t", 0): 1001})
     reader._prefetch.join()  # the batch ran long enough
     read = topic.records_read()
     assert read >= cut.ends[("t", 0)] + 1001
@@ -231,7 +231,7 @@ def test_a_failed_read_ahead_leaves_the_lookups_to_read_the_rest(fake: Any) -> N
             yield item
 
     topic.messages = failing
-    reader.prefetch(cut.ends, ends, 1001, chunk=100)
+    reader.prefetch(cut.ends, ends, {("t", 0): 1001}, chunk=100)
     reader._prefetch.join()
     topic.messages = messages
     second = cut_at_timestamp(cut.ends, ends, 1000, reader.lookup(cut.ends, ends, 1001))

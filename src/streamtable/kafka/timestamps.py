@@ -175,19 +175,20 @@ class ReadTimestamps:
         return at
 
     def prefetch(self, starts: Mapping[TopicPartitionKey, int],
-                 ends: Mapping[TopicPartitionKey, int], records: int,
-                 chunk: int = 65_536) -> None:
-        """Read on in the background, from where reading stopped, up to ``records`` records
-        past each partition's ``starts`` (the next batch's; below its end), ``chunk`` records
-        at a time: the next :meth:`lookup` stops the read at its next chunk and goes on from
-        there. A failed read is kept in ``prefetch_error`` and left to the lookups, which read
-        again."""
+                 ends: Mapping[TopicPartitionKey, int],
+                 records: Mapping[TopicPartitionKey, int], chunk: int = 65_536) -> None:
+        """Read on in the background, from where reading stopped, up to ``records[key]``
+        records past each partition's ``starts`` (the next batch's; below its end), ``chunk``
+        records at a time: the next :meth:`lookup` stops the read at its next chunk and goes on
+        from there. A failed read is kept in ``prefetch_error`` and left to the lookups, which
+        read again."""
         self._end_prefetch()
         stops = {}
         for key, start in starts.items():
             read = self._read.get(key)
-            if read is not None and read.offsets and read.offsets[0] <= start <= read.next:
-                stop = min(ends[key], start + records)
+            if (key in records and read is not None and read.offsets
+                    and read.offsets[0] <= start <= read.next):
+                stop = min(ends[key], start + records[key])
                 if stop > read.next:
                     stops[key] = stop
         if not stops:

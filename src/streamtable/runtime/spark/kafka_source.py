@@ -450,10 +450,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     begins, {(t, int(p)): n for (t, p), n in available.items()}, budget)
                 for (topic, number), take in share.items():
                     merged[topic][str(number)] = begins[(topic, number)] + take
-                if self._read_timestamps is not None:  # the next cut's reads, as this runs
+                if self._read_timestamps is not None:
+                    # the next cut's reads, while this batch runs: about what this one took of
+                    # each partition (the cut reads any more it needs itself)
                     self._read_timestamps.prefetch(
                         {k: begins[k] + take for k, take in share.items()},
-                        {(t, int(p)): int(ends[t][p]) for t, p in available}, budget + 1)
+                        {(t, int(p)): int(ends[t][p]) for t, p in available},
+                        {k: min(budget + 1, take + take // 4 + 4096)
+                         for k, take in share.items()})
         if any(available.values()):
             self._planned_batches = min(self._planned_batches + 1, 16)
         elif self._target is not None:

@@ -97,6 +97,7 @@ from pyspark.sql.types import (
 
 from streamtable.kafka.batch_cut import BatchCutter, split_budget
 from streamtable.kafka.client_log import with_client_log
+from streamtable.kafka.end_probe import EndProbe, EndProbeTimeout
 from streamtable.kafka.ranges import (
     CLOCK,
     READER_GROUP_ID,
@@ -345,52 +346,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ends
 
     def _probe_end_offsets_via_fetch(self, listed: Offsets) -> Offsets:
-        """Development broker profile: true end offsets from a Fetch response's high watermark.
-
-        Tansu's ListOffsets under-reports the end of a partition whose last batch holds more
-        than one record; the high watermark in a Fetch response is right. Fetching from the
-        listed (too low) end reaches the true end within one batch.
-        """
-        from confluent_kafka import Consumer, KafkaError, TopicPartition
-
+        """Development broker profile: true end offsets from Fetch responses' high watermarks
+        (Tansu's ListOffsets under-reports them; see :mod:`streamtable.kafka.end_probe`)."""
         if self._probe is None:
-            conf = self._client_conf()
-            conf.update(
-                {
-                    "group.id": READER_GROUP_ID,
-                    "enable.auto.commit": False,
-                    "enable.partition.eof": True,
-                    "auto.offset.reset": "latest",
-                }
-            )
-            # a fetch at a partition's end is answered after this wait, once per call: 10 ms
-            # costs ~15 ms a probe (with 0 no end is reported). 1 ms (~2.5 ms a probe) is too
-            # short once a partition holds ~2,000 record batches: Tansu then answers a fetch at
-            # the end with nothing, every time, and the query stops after task.timeout.ms (a
-            # long paced run, bench.burst, showed it). A setting of the user's wins: Tansu on S3
-            # answers with nothing when its wait ends before it has read the partition's
-            # objects (see streamtable.kafka.broker)
-            conf.setdefault("fetch.wait.max.ms", 10)
-            self._probe = Consumer(with_client_log(conf))
-        tps = [TopicPartition(t, int(p), off) for t, ps in listed.items() for p, off in ps.items()]
-        self._probe.assign(tps)
-        pending = {(tp.topic, tp.partition) for tp in tps}
-        deadline = time.monotonic() + self.metadata_timeout_s
-        while pending and time.monotonic() < deadline:
-            msg = self._probe.poll(0.05)
-            if msg is not None and msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    pending.discard((msg.topic(), msg.partition()))
-        if pending:
-            raise KafkaSourceError(
-                f"streamtable-kafka: end offset probe timed out for {sorted(pending)[:5]}"
-            )
-        result: Offsets = {}
-        for tp in tps:
-            _, high = self._probe.get_watermark_offsets(tp, cached=True)
-            result.setdefault(tp.topic, {})[str(tp.partition)] = max(int(high), tp.offset)
-        self._probe.unassign()
-        return _canonical(result)
+            self._probe = EndProbe(self._client_conf(), group_id=READER_GROUP_ID)
+        try:
+            return _canonical(self._probe.ends(listed, self.metadata_timeout_s))
+        except EndProbeTimeout as e:
+            raise KafkaSourceError(f"streamtable-kafka: end offset probe timed out: {e}") from e
 
     # ------------------------------------------------------------------ planning (driver)
 

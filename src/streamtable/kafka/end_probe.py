@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streamtable.kafka.client_log import with_client_log
+from streamtable.kafka.ranges import Offsets
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,6 @@ FIRST_WAIT_MS = 10
 MAX_WAIT_MS = 2_560
 #: how long an attempt waits for the first answers, beyond four fetch waits
 ATTEMPT_S = 2.0
-
-Offsets = dict[str, dict[str, int]]
 
 
 class EndProbeTimeout(RuntimeError):

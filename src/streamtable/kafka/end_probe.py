@@ -15,10 +15,13 @@ Two things of Tansu's shape it:
   answer a fetch. Once that takes longer than the request's ``fetch.wait.max.ms``, its answers
   near the end carry the high watermark but no records and never the end, however often the
   fetch repeats (seen with a 10 ms wait from ~20,000 batches a partition, with 50 ms at
-  ~100,000). A probe that gets no first answer within a few waits starts again with a wait four
-  times as long, up to :data:`MAX_WAIT_MS`, and keeps it: partitions only grow. A wait costs
-  time only when a fetch finds no record (an idle partition whose end the listing had right).
-  A ``fetch.wait.max.ms`` of the user's is kept as given.
+  ~100,000). A probe that gets no first answer within :data:`ATTEMPT_S` seconds and four waits
+  starts again with a wait four times as long, up to :data:`MAX_WAIT_MS`, and keeps it:
+  partitions only grow. (Under a busy CPU an answer may be slow without being empty; the
+  attempt's length keeps that from growing the wait.) A wait costs time only when a fetch finds
+  no record: a partition whose newest batch holds one record and nothing newer, which is every
+  probe of a sparse topic written one record a batch. A ``fetch.wait.max.ms`` of the user's is
+  kept as given.
 
 >>> EndProbe({"bootstrap.servers": "127.0.0.1:9092"}, group_id="g").wait_ms
 10
@@ -34,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streamtable.kafka.client_log import with_client_log
+from streamtable.kafka.ranges import Offsets
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +45,8 @@ log = logging.getLogger(__name__)
 FIRST_WAIT_MS = 10
 #: the longest wait the probe grows to
 MAX_WAIT_MS = 2_560
-
-Offsets = dict[str, dict[str, int]]
+#: how long an attempt waits for the first answers, beyond four fetch waits
+ATTEMPT_S = 2.0
 
 
 class EndProbeTimeout(RuntimeError):
@@ -79,7 +83,7 @@ class EndProbe:
         end), never below the listed one; :class:`EndProbeTimeout` after ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         while True:
-            attempt_s = 0.5 + 4 * self.wait_ms / 1000
+            attempt_s = ATTEMPT_S + 4 * self.wait_ms / 1000
             if not self.adaptive:
                 attempt_s = deadline - time.monotonic()
             pending, ends = self._attempt(listed, min(attempt_s, deadline - time.monotonic()))
@@ -89,8 +93,9 @@ class EndProbe:
                 raise EndProbeTimeout(
                     f"no fetch answer within {timeout_s:.0f} s for {sorted(pending)[:5]}")
             self.wait_ms = min(self.wait_ms * 4, MAX_WAIT_MS)
-            log.debug("end probe: no answer for %s; fetch wait now %d ms", sorted(pending)[:5],
-                      self.wait_ms)
+            log.info("development broker: no fetch answer for %s within %.1f s; the end "
+                     "probe's fetch wait is now %d ms", sorted(pending)[:5], attempt_s,
+                     self.wait_ms)
             self.close()
 
     def _attempt(self, listed: Mapping[str, Mapping[str, int]], seconds: float

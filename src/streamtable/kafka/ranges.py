@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 # commits (tasks and end-offset probes).
 READER_GROUP_ID = "streamtable-kafka-reader"
 
+#: offsets of partitions, ``{"topic": {"partition": offset}}``: how the Kafka source keeps them
+Offsets = dict[str, dict[str, int]]
+
 # (topic, partition, start, end): offsets [start, end) of one topic partition
 OffsetRange = tuple[str, int, int, int]
 

@@ -102,6 +102,7 @@ from streamtable.kafka.ranges import (
     CLOCK,
     READER_GROUP_ID,
     KafkaSourceError,
+    Offsets,
     offset_ranges,
 )
 from streamtable.runtime.spark.kafka_arrow import read_partition
@@ -155,8 +156,6 @@ RANGES_SCHEMA = StructType(
         StructField("end", LongType(), True),
     ]
 )
-
-Offsets = dict[str, dict[str, int]]
 
 
 def _truthy(value: Any) -> bool:

@@ -180,8 +180,8 @@ class ReadTimestamps:
         """Read on in the background, from where reading stopped, up to ``records[key]``
         records past each partition's ``starts`` (the next batch's; below its end), ``chunk``
         records at a time: the next :meth:`lookup` stops the read at its next chunk and goes on
-        from there. A failed read is logged at debug level by the next lookup, which
-        read again."""
+        from there. A failed read is logged at debug level by the next lookup, which reads
+        what is missing again."""
         self._end_prefetch()
         stops = {}
         for key, start in starts.items():

@@ -571,6 +571,21 @@ class Launched:
             pass
         return out
 
+    def last_event(self, name: str) -> dict[str, Any] | None:
+        """The newest event called ``name`` (``events()`` keeps the first of each)."""
+        last = None
+        try:
+            for line in self.status_path.read_text().splitlines():
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("event") == name:
+                    last = ev
+        except FileNotFoundError:
+            pass
+        return last
+
     def log_tail(self, lines: int = 25) -> str:
         try:
             text = self.log_path.read_text(errors="replace").splitlines()

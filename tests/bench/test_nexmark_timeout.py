@@ -46,3 +46,30 @@ def test_a_contender_stopped_at_its_timeout_shows_the_rate_it_had_reached(
     assert f"{bids:,} of {2 * bids:,} input records read" in row.reason
     assert row.seconds is not None and 0 < row.seconds < args.timeout
     assert row.rate == round(args.events * 0.5 / row.seconds, 1)
+
+
+def test_a_spark_contender_counts_the_input_records_its_batches_read() -> None:
+    from bench.nexmark.contenders.spark_progress import InputProgress, records_read
+
+    class Source:
+        def __init__(self, start: str | None, end: str) -> None:
+            self.startOffset, self.endOffset = start, end
+
+    first = Source(None, '{"bids": {"0": 4, "1": 3}, "@clock": {"0": 1}}')
+    assert records_read([first], {"bids": 10, "auctions": 5}) == {"bids": 7}
+    second = Source('{"bids": {"0": 4, "1": 3}}', '{"bids": {"0": 6, "1": 3}}')
+    assert records_read([second], {"bids": 10}) == {"bids": 2}
+
+    class Reported(Status):
+        def __init__(self) -> None:
+            self.seen: list[tuple[int, int]] = []
+
+        def progress(self, done: int, total: int, every: float = 1.0) -> None:
+            self.seen.append((done, total))
+
+    status = Reported()
+    listener = InputProgress(status, {"bids": 10, "auctions": 5})
+    for source in (first, second):
+        listener.onQueryProgress(types.SimpleNamespace(
+            progress=types.SimpleNamespace(sources=[source])))
+    assert status.seen == [(7, 10), (9, 10)]

@@ -25,7 +25,7 @@ def test_progress_events_are_at_most_one_a_second_unless_asked(tmp_path) -> None
 def test_the_partial_rate_is_the_share_of_the_input_read_by_the_last_progress() -> None:
     seconds, rate, reason = runner.partial_rate({"t": 130.0, "done": 300, "total": 1_200}, 100.0,
                                                 1_000_000, 600)
-    assert (seconds, rate) == (30.0, 1_000_000 * 0.25 / 30)
+    assert (seconds, rate) == (30.0, round(1_000_000 * 0.25 / 30, 1))
     assert "300 of 1,200 input records read in 30 s" in reason
     assert runner.partial_rate({"t": 90.0, "done": 1, "total": 2}, 100.0, 10, 600)[:2] == (
         None, None)  # a progress event from before the start is none of this run's

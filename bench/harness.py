@@ -571,6 +571,21 @@ class Launched:
             pass
         return out
 
+    def last_event(self, name: str) -> dict[str, Any] | None:
+        """The newest event called ``name`` (``events()`` keeps the first of each)."""
+        last = None
+        try:
+            for line in self.status_path.read_text().splitlines():
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("event") == name:
+                    last = ev
+        except FileNotFoundError:
+            pass
+        return last
+
     def log_tail(self, lines: int = 25) -> str:
         try:
             text = self.log_path.read_text(errors="replace").splitlines()
@@ -704,15 +719,18 @@ class PacerResult:
     max_lag: float = 0.0  # worst delay of a send behind its schedule
 
 
-def pace(bootstrap: str, topic: str, records: list[Record], rate: float | RateSchedule,
+def pace(bootstrap: str, topic: str, records: Sequence[Any], rate: float | RateSchedule,
          probe_indices: set[int], stop: threading.Event | None = None,
          linger_ms: int = 20, *, producer: Any = None,
+         send: Callable[[Any, Any], None] | None = None,
          clock: Callable[[], float] = time.time,
          sleep: Callable[[float], None] = time.sleep) -> PacerResult:
     """Send ``records`` at ``rate`` per second, or on a :class:`RateSchedule`; the send time of
     every index in ``probe_indices`` is kept. A pacer behind its schedule sends what is due at
-    once and reports its worst delay as ``max_lag``. ``producer``, ``clock`` and ``sleep``
-    replace the Kafka producer and the time (tests)."""
+    once and reports its worst delay as ``max_lag``. A record is a ``(key, value)`` for
+    ``topic``, or anything ``send(producer, record)`` produces (records for several topics,
+    with timestamps). ``producer``, ``clock`` and ``sleep`` replace the Kafka producer and the
+    time (tests)."""
     schedule = rate if isinstance(rate, RateSchedule) else RateSchedule.constant(rate)
     if producer is None:
         producer = Producer({
@@ -723,7 +741,11 @@ def pace(bootstrap: str, topic: str, records: list[Record], rate: float | RateSc
             "acks": 1,
         })
     res = PacerResult()
-    produce = producer.produce
+    if send is None:
+        produce = producer.produce
+
+        def send(_: Any, record: Any) -> None:
+            produce(topic, key=record[0], value=record[1])
     n = len(records)
     t0 = res.started = clock()
     i = 0
@@ -739,9 +761,8 @@ def pace(bootstrap: str, topic: str, records: list[Record], rate: float | RateSc
             res.max_lag = max(res.max_lag, now - (t0 + due_at(i)))
         first = i
         while i < due:
-            k, v = records[i]
             try:
-                produce(topic, key=k, value=v)
+                send(producer, records[i])
             except BufferError:
                 producer.poll(0.01)
                 continue

@@ -13,6 +13,7 @@ the number of micro-batches).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grace-ms", type=int, default=60_000)
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="extra StreamsApp settings")
+    p.add_argument("--input-counts", type=json.loads, default=None, metavar="JSON",
+                   help="the records of each input topic: progress events for the runner")
     p.add_argument("--live", action="store_true",
                    help="run until stopped: the input arrives while it runs")
     args = p.parse_args(argv)
@@ -56,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     topology = QUERIES[args.query].topology(params, args.output)
     t0 = time.time()
     spark = spark_session(None, f"streamtable-{args.app_id}")
+    if args.input_counts:
+        from bench.nexmark.contenders.spark_progress import InputProgress
+
+        spark.streams.addListener(InputProgress(status, args.input_counts))
     status.event("engine_ready", seconds=time.time() - t0)
     app = StreamsApp(topology, config=config, state_dir=args.state_dir, spark=spark,
                      development_broker=True)

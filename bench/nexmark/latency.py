@@ -47,7 +47,15 @@ from heapq import merge
 from pathlib import Path
 from typing import Any
 
-from bench.harness import ROOT, TreeSampler, create_topics, delete_matching, launch, percentile
+from bench.harness import (
+    ROOT,
+    TreeSampler,
+    create_topics,
+    delete_matching,
+    launch,
+    pace,
+    percentile,
+)
 from bench.nexmark import check
 from bench.nexmark.contenders import Contender, Run
 from bench.nexmark.events import (
@@ -219,37 +227,18 @@ def paced_events(generator: Generator, events: int
             yield topic, k, v, ts
 
 
+def _send_event(producer: Any, record: tuple[str, bytes, bytes, int]) -> None:
+    topic, key, value, timestamp = record
+    producer.produce(topic, key=key, value=value, timestamp=timestamp)
+
+
 def _pace(conn: Any, bootstrap: str, seed: int, gen_rate: int, events: int,
           rate: float) -> None:
-    """The pacer process: sends the events at ``rate`` per second; reports ``(t0, sent,
-    seconds, worst lag)`` through ``conn``."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
-                         "linger.ms": 1, "enable.idempotence": False, "acks": 1})
+    """The pacer process: sends the events at ``rate`` per second (``bench.harness.pace``);
+    reports ``(t0, sent, seconds, worst lag)`` through ``conn``."""
     records = list(paced_events(Generator(seed, rate=gen_rate), events))
-    produce = producer.produce
-    lag = 0.0
-    i, n = 0, len(records)
-    t0 = time.time()
-    while i < n:
-        now = time.time()
-        due = min(n, int((now - t0) * rate) + 1)
-        if due > i:
-            lag = max(lag, now - (t0 + i / rate))
-        while i < due:
-            topic, k, v, ts = records[i]
-            try:
-                produce(topic, key=k, value=v, timestamp=ts)
-            except BufferError:
-                producer.poll(0.005)
-                continue
-            i += 1
-        producer.poll(0)
-        time.sleep(0.001)
-    seconds = time.time() - t0
-    producer.flush(60)
-    conn.send((t0, i, seconds, lag))
+    res = pace(bootstrap, "", records, rate, set(), linger_ms=1, send=_send_event)
+    conn.send((res.started, res.sent, res.seconds, res.max_lag))
     conn.close()
 
 

@@ -99,6 +99,25 @@ def _wait(proc: Any, tree: TreeSampler, timeout: float) -> tuple[int | None, flo
     return None, cpu_at_start
 
 
+def partial_rate(progress: dict[str, Any] | None, t_start: float, events: int,
+                 timeout: float) -> tuple[float | None, float | None, str]:
+    """``(seconds, events/s, reason)`` of a contender stopped at its timeout: the rate its last
+    ``progress`` event shows (the share of its input it had read, of the run's ``events``).
+
+    >>> partial_rate({"t": 110.0, "done": 250, "total": 1000}, 100.0, 1_000_000, 600)[:2]
+    (10.0, 25000.0)
+    >>> partial_rate(None, 100.0, 1_000_000, 600)
+    (None, None, 'stopped at the 600 s timeout; it reported no progress')
+    """
+    if not progress or not progress.get("total") or progress["t"] <= t_start:
+        return None, None, f"stopped at the {timeout:.0f} s timeout; it reported no progress"
+    seconds = round(progress["t"] - t_start, 2)
+    share = min(1.0, progress["done"] / progress["total"])
+    return seconds, round(events * share / seconds, 1), (
+        f"stopped at the {timeout:.0f} s timeout; {progress['done']:,} of "
+        f"{progress['total']:,} input records read in {seconds:.0f} s: a partial rate")
+
+
 def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstrap: str,
             run_dir: Path, expected: Callable[[], Iterable[tuple[Any, Any]]],
             input_counts: dict[str, int]) -> Row:
@@ -140,7 +159,9 @@ def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstra
                           sorted(tree.peak_procs.items(), key=lambda kv: -kv[1])}
     row.cpu_by_process = tree.cpu_by_kind()
     if rc is None:
-        row.status, row.reason = "TIMEOUT", f"not caught up after {args.timeout:.0f}s"
+        row.status = "TIMEOUT"
+        row.seconds, row.rate, row.reason = partial_rate(proc.last_event("progress"), t_start,
+                                                         args.events, args.timeout)
     elif rc != 0 or done is None:
         row.status, row.reason = "FAILED", f"exited with code {rc} before catching up"
     else:
@@ -181,8 +202,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="events per second of event time (default: the spec's 10,000)")
     p.add_argument("--grace-ms", type=int, default=DEFAULT_GRACE_MS,
                    help="grace period of the windows and joins (streamtable)")
-    p.add_argument("--timeout", type=float, default=3600.0,
-                   help="seconds one query may run on one contender")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds one query may run on one contender (default 600): one still "
+                        "running then is stopped, and shown with the rate it had reached")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="extra settings for the streamtable app (experiments)")
     p.add_argument("--latency", action="store_true",

@@ -6,8 +6,11 @@ input topics of ``README.md`` from the beginning, writes the query's result to i
 in the documented format, and appends JSON lines ``{"event": ..., "t": <epoch s>}`` to the
 status file (``bench/contenders/common.py``'s ``Status``): ``started`` when it begins consuming
 (after imports and engine start-up: the measured time starts there) and ``caught_up`` when it
-has processed every input record (the measured time ends there); it may then exit. The runner
-stops a contender that has not caught up within the timeout and shows it as TIMEOUT.
+has processed every input record (the measured time ends there); it may then exit. On the way
+it reports how much of its input it has read (``Status.progress``: records read of the records
+of its input topics). The runner stops a contender that has not caught up within ``--timeout``
+(600 s) and shows it as TIMEOUT, with the rate its last progress event shows: the share of its
+input it had read, of the run's events, per second since it started.
 
 A contender that can read its input as it arrives (``live``) also runs the latency mode
 (``latency.py``): given ``Run.live`` it starts on empty input topics, consumes what the

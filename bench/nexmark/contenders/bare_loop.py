@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     producer = Producer({"bootstrap.servers": args.bootstrap, "linger.ms": 20})
     parts = sorted(consumer.list_topics(BID, timeout=30).topics[BID].partitions)
     consumer.assign([TopicPartition(BID, p, 0) for p in parts])
-    left = args.input_counts[BID]
+    total = left = args.input_counts[BID]
     out, produce, loads = args.output, producer.produce, json.loads
     status.event("started")
     log(f"bare {args.query}: reading {BID} partitions {parts}, {left:,} records")
@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                     except BufferError:
                         producer.poll(0.05)
         producer.poll(0)
+        status.progress(total - left, total)
     producer.flush(120)
     consumer.close()
     status.event("caught_up")

@@ -96,10 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     bootstrap, want = args.bootstrap, args.input_counts
+    read: dict[str, int] = {}  # input records read, by topic (Status.progress)
 
     class TopicPart(StatelessSourcePartition):  # type: ignore[misc,type-arg]
         def __init__(self, topic: str) -> None:
             self.topic, self.left = topic, want[topic]
+            read[topic] = 0
             self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": args.run_id,
                                       "enable.auto.commit": False})
             parts = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
@@ -116,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                     out.append((json.loads(key), json.loads(value))
                                if self.topic == SIDE_INPUT else json.loads(value))
             self.left -= len(out)
+            read[self.topic] += len(out)
+            status.progress(sum(read.values()), sum(want[t] for t in read))
             return out
 
         def close(self) -> None:

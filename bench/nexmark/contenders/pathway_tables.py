@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         if k.startswith("#"):
             if is_addition:
                 seen[0] = int(k[1:])
+                status.progress(seen[0], expected)
             return
         if not table_kind:
             if is_addition:

@@ -133,11 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     sdf = app.dataframe(inp)
     # [input records left, records sent to the repartition topic, records read back from it]
     left = [args.input_counts[BID], 0, 0]
+    total = [left[0]]  # the input records it reads
 
     regrouped = args.query not in rows.STATELESS and args.query not in ("q9", "q20")
 
     def count(_: Any) -> None:
         left[0] -= 1
+        status.progress(total[0] - left[0], total[0])
         if not regrouped:  # else the record's items are still on their way
             stop_when_done()
 
@@ -161,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     q = args.query
     if q in ("q9", "q20"):
         left[0] += args.input_counts[AUCTION]
+        total[0] += args.input_counts[AUCTION]
         auctions = app.dataframe(app.topic(AUCTION, key_deserializer="json",
                                            value_deserializer="json", config=cfg))
         auctions = auctions.update(count)

@@ -245,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     # the JVM does this contender's work: it keeps the JVM's default compilers
     spark = spark_session(None, f"spark-sql-{args.run_id}", conf=conf, quick_jit=False)
     register(spark)
+    from bench.nexmark.contenders.spark_progress import InputProgress
+
+    spark.streams.addListener(InputProgress(status, args.input_counts))
     status.event("engine_ready", seconds=time.time() - t0)
     status.event("started")
     for view in views:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ class Streamtable:
         cmd = [sys.executable, "-m", "bench.nexmark.app", "--query", run.query,
                "--output", run.output, "--bootstrap", run.bootstrap, "--app-id", run.run_id,
                "--state-dir", str(run.state_dir), "--status", str(run.status),
-               "--rate", str(run.rate), "--grace-ms", str(run.grace_ms)]
+               "--rate", str(run.rate), "--grace-ms", str(run.grace_ms),
+               "--input-counts", json.dumps(run.input_counts)]
         for kv in run.extra:
             cmd += ["--config", kv]
         if run.live:

@@ -140,7 +140,7 @@ class ReadTimestamps:
         # the background read of :meth:`prefetch`, and what stops it at its next chunk
         self._prefetch: threading.Thread | None = None
         self._stop_prefetch = threading.Event()
-        self.prefetch_error: BaseException | None = None
+        self._prefetch_error: BaseException | None = None
 
     def lookup(self, starts: Mapping[TopicPartitionKey, int],
                ends: Mapping[TopicPartitionKey, int], cap: int) -> Lookup[TopicPartitionKey]:
@@ -180,8 +180,8 @@ class ReadTimestamps:
         """Read on in the background, from where reading stopped, up to ``records[key]``
         records past each partition's ``starts`` (the next batch's; below its end), ``chunk``
         records at a time: the next :meth:`lookup` stops the read at its next chunk and goes on
-        from there. A failed read is kept in ``prefetch_error`` and left to the lookups, which
-        read again."""
+        from there. A failed read is logged at debug level by the next lookup, which reads
+        what is missing again."""
         self._end_prefetch()
         stops = {}
         for key, start in starts.items():
@@ -204,7 +204,7 @@ class ReadTimestamps:
                             del stops[key]
                         self._read_ahead({key: step})
             except BaseException as e:  # the lookups read what is missing again
-                self.prefetch_error = e
+                self._prefetch_error = e
 
         self._prefetch = threading.Thread(target=run, name="streamtable-timestamps",
                                           daemon=True)
@@ -216,9 +216,9 @@ class ReadTimestamps:
         if thread is not None:
             self._stop_prefetch.set()
             thread.join()
-        if self.prefetch_error is not None:
-            logger.debug("reading timestamps ahead failed: %s", self.prefetch_error)
-            self.prefetch_error = None
+        if self._prefetch_error is not None:
+            logger.debug("reading timestamps ahead failed: %s", self._prefetch_error)
+            self._prefetch_error = None
 
     def close(self) -> None:
         """Close the consumer (a later lookup opens another)."""

@@ -558,32 +558,30 @@ class Launched:
     t_launch: float
     _log: Any = None
 
+    def _status_lines(self) -> Iterator[dict[str, Any]]:
+        """The status file's events, in order (lines that are not JSON left out)."""
+        try:
+            lines = self.status_path.read_text().splitlines()
+        except FileNotFoundError:
+            return
+        for line in lines:
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
     def events(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        try:
-            for line in self.status_path.read_text().splitlines():
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                out.setdefault(ev["event"], ev)
-        except FileNotFoundError:
-            pass
+        for ev in self._status_lines():
+            out.setdefault(ev["event"], ev)
         return out
 
     def last_event(self, name: str) -> dict[str, Any] | None:
         """The newest event called ``name`` (``events()`` keeps the first of each)."""
         last = None
-        try:
-            for line in self.status_path.read_text().splitlines():
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if ev.get("event") == name:
-                    last = ev
-        except FileNotFoundError:
-            pass
+        for ev in self._status_lines():
+            if ev.get("event") == name:
+                last = ev
         return last
 
     def log_tail(self, lines: int = 25) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.contenders.common import Status as Status  # the status file of every contender
 from bench.nexmark.contenders import Run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -93,36 +94,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-class Status:
-    """The status file: JSON lines ``{"event": ..., "t": <epoch s>}``."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-
-    def event(self, name: str, **fields: Any) -> None:
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"event": name, "t": time.time(), **fields}) + "\n")
-
-
 def log(msg: str) -> None:
     """A line on stderr (the runner keeps it in the run's log)."""
     print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
-
-
-class Progress:
-    """Counts the input records a process has consumed, per topic, and says when it has them
-    all (the runner passes the counts it loaded)."""
-
-    def __init__(self, expected: dict[str, int], topics: tuple[str, ...]) -> None:
-        self.want = {t: expected.get(t, 0) for t in topics}
-        self.seen = dict.fromkeys(topics, 0)
-
-    def add(self, topic: str, n: int = 1) -> None:
-        self.seen[topic] += n
-
-    def done(self) -> bool:
-        return all(self.seen[t] >= n for t, n in self.want.items())
 
 
 def key_value(message: Any) -> tuple[bytes, bytes]:

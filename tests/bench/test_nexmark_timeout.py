@@ -55,7 +55,7 @@ def test_a_spark_contender_counts_the_input_records_its_batches_read() -> None:
         def __init__(self, start: str | None, end: str) -> None:
             self.startOffset, self.endOffset = start, end
 
-    first = Source(None, '{"bids": {"0": 4, "1": 3}, "@clock": {"0": 1}}')
+    first = Source("null", '{"bids": {"0": 4, "1": 3}, "@clock": {"0": 1}}')  # JSON's null
     assert records_read([first], {"bids": 10, "auctions": 5}) == {"bids": 7}
     second = Source('{"bids": {"0": 4, "1": 3}}', '{"bids": {"0": 6, "1": 3}}')
     assert records_read([second], {"bids": 10}) == {"bids": 2}

@@ -7,16 +7,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
-
 from bench.contenders.common import Status
+from streamtable.runtime.spark.progress import JsonProgressListener
 
 
 def _offsets(text: Any) -> dict[str, dict[str, int]]:
+    """A source offset of a progress report (JSON; ``null`` before the first batch)."""
     try:
-        return json.loads(text) if text else {}
+        offsets = json.loads(text) if text else {}
     except (TypeError, ValueError):
         return {}
+    return offsets if isinstance(offsets, dict) else {}
 
 
 def records_read(sources: Any, topics: Mapping[str, int]) -> dict[str, int]:
@@ -38,9 +39,10 @@ def records_read(sources: Any, topics: Mapping[str, int]) -> dict[str, int]:
     return read
 
 
-class InputProgress(StreamingQueryListener):  # type: ignore[misc]
+class InputProgress(JsonProgressListener):
     """``status.progress(records read, records of the topics read)`` after every micro-batch;
-    ``input_counts``: the records of every input topic."""
+    ``input_counts``: the records of every input topic. Its reports come as JSON, as
+    streamtable's own listener's do: PySpark's conversion of each report costs the batch CPU."""
 
     def __init__(self, status: Status, input_counts: Mapping[str, int]) -> None:
         self.status, self.counts = status, dict(input_counts)

@@ -106,13 +106,10 @@ def json_progress_events(listener: Any) -> Any:
     return JsonEvents(listener)
 
 
-class ProgressListener(StreamingQueryListener):
-    """Logs one line per micro-batch (records in, time taken, rate, lag) and hands each report
-    to the callback registered for its query's name (see :func:`listen_to_progress`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.callbacks: dict[str, ProgressCallback] = {}
+class JsonProgressListener(StreamingQueryListener):
+    """A PySpark ``StreamingQueryListener`` whose progress reports reach it as JSON
+    (:func:`json_progress_events`): subclass it for any listener of a query that should not
+    pay PySpark's own conversion of each report."""
 
     @property
     def _jlistener(self) -> Any:
@@ -124,6 +121,15 @@ class ProgressListener(StreamingQueryListener):
             self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(
                 json_progress_events(self))
         return self._jlistenerobj
+
+
+class ProgressListener(JsonProgressListener):
+    """Logs one line per micro-batch (records in, time taken, rate, lag) and hands each report
+    to the callback registered for its query's name (see :func:`listen_to_progress`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.callbacks: dict[str, ProgressCallback] = {}
 
     def onQueryStarted(self, event: Any) -> None:
         pass

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from bench.nexmark import dates
 from bench.nexmark.generator import Generator
 
 Row = dict[str, Any]
@@ -113,10 +114,6 @@ def expect(values: list[Any]) -> Any:
 
 Q0_FIELDS = ("auction", "bidder", "price", "dateTime", "extra")
 BID_FIELDS = ("auction", "bidder", "price", "channel", "url", "dateTime", "extra")
-
-
-def _day(ms: int) -> str:
-    return datetime.fromtimestamp(ms // 1000, timezone.utc).strftime("%Y-%m-%d")
 
 
 def _project(row: Row, fields: Iterable[str]) -> Row:
@@ -287,7 +284,7 @@ def expected_q14(src: Events) -> Iterator[tuple[Any, Any]]:
 def expected_q17(src: Events) -> Iterator[tuple[Any, Any]]:
     stats: dict[tuple[int, str], list[int]] = {}  # [n, rank1, rank2, rank3, min, max, sum]
     for b in src.each_bid():
-        key = (b["auction"], _day(b["dateTime"]))
+        key = (b["auction"], dates.day(b["dateTime"]))
         p = b["price"]
         s = stats.get(key)
         if s is None:
@@ -417,8 +414,7 @@ def _report(src: Events, group_of: Callable[[Row], tuple[Any, ...]],
             s["bids"][slot] += 1
             s["bidders"][slot].add(b["bidder"])
             s["auctions"][slot].add(b["auction"])
-        t = datetime.fromtimestamp(b["dateTime"] / 1000, timezone.utc).strftime("%H:%M")
-        s["minute"] = max(s["minute"], t)
+        s["minute"] = max(s["minute"], dates.minute(b["dateTime"]))
     for g, s in groups.items():
         row: Row = dict(zip(fields, g, strict=True))
         if with_minute:
@@ -431,11 +427,11 @@ def _report(src: Events, group_of: Callable[[Row], tuple[Any, ...]],
 
 
 def expected_q15(src: Events) -> Iterator[tuple[Any, Any]]:
-    return _report(src, lambda b: (_day(b["dateTime"]),), ("day",), False)
+    return _report(src, lambda b: (dates.day(b["dateTime"]),), ("day",), False)
 
 
 def expected_q16(src: Events) -> Iterator[tuple[Any, Any]]:
-    return _report(src, lambda b: (b["channel"], _day(b["dateTime"])), ("channel", "day"),
+    return _report(src, lambda b: (b["channel"], dates.day(b["dateTime"])), ("channel", "day"),
                    True)
 
 

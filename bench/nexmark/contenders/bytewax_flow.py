@@ -46,6 +46,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from bench.nexmark import dates
 from bench.nexmark.contenders import rows
 from bench.nexmark.contenders.peer import (
     AUCTION,
@@ -180,13 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         out = op.filter_map("changed", op.stateful_map("top", keyed, rows.q7_fold),
                             lambda kv: kv[1])
     else:
-        key, fold = {"q17": (lambda b: f"{b['auction']}/{b['dateTime'] // rows.DAY_MS}",
+        key, fold = {"q17": (lambda b: f"{b['auction']}/{b['dateTime'] // dates.DAY_MS}",
                              rows.q17_fold),
                      "q18": (lambda b: f"{b['bidder']}/{b['auction']}", rows.q18_fold),
                      "q19": (lambda b: str(b["auction"]), rows.q19_fold),
-                     "q15": (lambda b: str(b["dateTime"] // rows.DAY_MS),
+                     "q15": (lambda b: str(b["dateTime"] // dates.DAY_MS),
                              rows.report_fold("q15")),
-                     "q16": (lambda b: f"{b['channel']}/{b['dateTime'] // rows.DAY_MS}",
+                     "q16": (lambda b: f"{b['channel']}/{b['dateTime'] // dates.DAY_MS}",
                              rows.report_fold("q16"))}[q]
         keyed = op.key_on("key", bids, key)
         folded = op.stateful_map("fold", keyed, fold)

@@ -38,9 +38,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from typing import Any
 
+from bench.nexmark import dates
 from bench.nexmark.contenders import rows
 from bench.nexmark.contenders.peer import (
     AUCTION,
@@ -337,8 +337,8 @@ def _query(pw: Any, q: str, t: dict[str, Any]) -> Any:
             pw.left.auction, pw.left.bidder, pw.left.price, pw.left.dateTime, pw.right.value)
         return _as_json(pw, joined, "auction")
     if q in ("q15", "q16"):
-        b = t[BID].select(*pw.this, day=pw.apply_with_type(rows._day, str, pw.this.dateTime),
-                          minute=pw.apply_with_type(_minute, str, pw.this.dateTime))
+        b = t[BID].select(*pw.this, day=pw.apply_with_type(dates.day, str, pw.this.dateTime),
+                          minute=pw.apply_with_type(dates.minute, str, pw.this.dateTime))
         ranks = {"total": pw.this.price >= 0, "rank1": pw.this.price < 10_000,
                  "rank2": (pw.this.price >= 10_000) & (pw.this.price < 1_000_000),
                  "rank3": pw.this.price >= 1_000_000}
@@ -381,7 +381,7 @@ def _query(pw: Any, q: str, t: dict[str, Any]) -> Any:
         return top.select(k=pw.apply_with_type(dumps, str, pw.this.auction),
                           v=pw.apply_with_type(ranked, str, pw.this.auction, pw.this.bids))
     if q == "q17":
-        b = t[BID].select(*pw.this, day=pw.apply_with_type(rows._day, str, pw.this.dateTime))
+        b = t[BID].select(*pw.this, day=pw.apply_with_type(dates.day, str, pw.this.dateTime))
         stats = b.groupby(pw.this.auction, pw.this.day).reduce(
             pw.this.auction, pw.this.day, total_bids=pw.reducers.count(),
             rank1_bids=pw.reducers.sum(pw.if_else(pw.this.price < 10_000, 1, 0)),
@@ -406,11 +406,6 @@ def _query(pw: Any, q: str, t: dict[str, Any]) -> Any:
 
 
 RENAMED = {"aid": "id", "pid": "id"}
-
-
-def _minute(ms: int) -> str:
-    """``DATE_FORMAT(dateTime, 'HH:mm')`` in UTC."""
-    return time.strftime("%H:%M", time.gmtime(ms // 1000))
 
 
 def _as_json(pw: Any, table: Any, key: str | None) -> Any:

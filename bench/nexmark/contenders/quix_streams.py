@@ -49,6 +49,7 @@ import threading
 import time
 from typing import Any
 
+from bench.nexmark import dates
 from bench.nexmark.contenders import rows
 from bench.nexmark.contenders.peer import (
     AUCTION,
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sdf = sdf.apply(report, stateful=True)
     else:
-        key, fold = {"q17": (lambda b: f"{b['auction']}/{b['dateTime'] // rows.DAY_MS}",
+        key, fold = {"q17": (lambda b: f"{b['auction']}/{b['dateTime'] // dates.DAY_MS}",
                              rows.q17_fold),
                      "q18": (lambda b: f"{b['bidder']}/{b['auction']}", rows.q18_fold),
                      "q19": (lambda b: str(b["auction"]), rows.q19_fold)}[q]

@@ -14,12 +14,12 @@ None when the query's ``WHERE`` drops it.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from typing import Any
+
+from bench.nexmark import dates
 
 Row = dict[str, Any]
 HOUR_MS = 3_600_000
-DAY_MS = 86_400_000
 BID_FIELDS = ("auction", "bidder", "price", "channel", "url", "dateTime", "extra")
 
 
@@ -140,11 +140,6 @@ def q7_value(best: Row) -> list[Row] | None:
     return sorted(rows, key=lambda r: (r["dateTime"], r["auction"], r["bidder"]))
 
 
-def _day(ms: int) -> str:
-    """``DATE_FORMAT(dateTime, 'yyyy-MM-dd')`` in UTC."""
-    return datetime.fromtimestamp(ms // 1000, timezone.utc).strftime("%Y-%m-%d")
-
-
 # The folds of the stateful queries: ``fold(state, item) -> (new state, output record or
 # None)``, the state None for a new key.
 
@@ -153,7 +148,7 @@ def q17_fold(state: dict[str, Any] | None, bid: dict[str, Any]) -> tuple[dict[st
     """``GROUP BY auction, DATE_FORMAT(dateTime, 'yyyy-MM-dd')`` with its aggregates."""
     p = bid["price"]
     if state is None:
-        day = _day(bid["dateTime"])
+        day = dates.day(bid["dateTime"])
         state = {"auction": bid["auction"], "day": day, "total_bids": 0, "rank1_bids": 0,
                  "rank2_bids": 0, "rank3_bids": 0, "min_price": p, "max_price": p,
                  "avg_price": 0, "sum_price": 0}
@@ -358,7 +353,7 @@ REPORT_SLOTS = ("total", "rank1", "rank2", "rank3")
 
 def report_group(query: str, bid: Row) -> tuple[Any, Row]:
     """q15's and q16's group of a bid: its output key and the group's columns."""
-    day = _day(bid["dateTime"])
+    day = dates.day(bid["dateTime"])
     if query == "q15":
         return day, {"day": day}
     return [bid["channel"], day], {"channel": bid["channel"], "day": day}
@@ -383,8 +378,7 @@ def report_add(query: str, row: Row | None, bid: Row, new: Any) -> Row:
             if new(kind, slot, id_):
                 row[f"{slot}_{kind}"] += 1
     if query == "q16":
-        minute = datetime.fromtimestamp(bid["dateTime"] // 1000, timezone.utc).strftime("%H:%M")
-        row["minute"] = max(row["minute"], minute)
+        row["minute"] = max(row["minute"], dates.minute(bid["dateTime"]))
     return row
 
 

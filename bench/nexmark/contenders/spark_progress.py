@@ -3,21 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from bench.contenders.common import Status
-from streamtable.runtime.spark.progress import JsonProgressListener
-
-
-def _offsets(text: Any) -> dict[str, dict[str, int]]:
-    """A source offset of a progress report (JSON; ``null`` before the first batch)."""
-    try:
-        offsets = json.loads(text) if text else {}
-    except (TypeError, ValueError):
-        return {}
-    return offsets if isinstance(offsets, dict) else {}
+from streamtable.runtime.spark.progress import JsonProgressListener, records_by_topic
 
 
 def records_read(sources: Any, topics: Mapping[str, int]) -> dict[str, int]:
@@ -28,15 +18,7 @@ def records_read(sources: Any, topics: Mapping[str, int]) -> dict[str, int]:
     >>> records_read([Source()], {"bids": 100})
     {'bids': 6}
     """
-    read: dict[str, int] = {}
-    for source in sources:
-        start, end = _offsets(source.startOffset), _offsets(source.endOffset)
-        for topic, parts in end.items():
-            if topic in topics:
-                begun = start.get(topic, {})
-                read[topic] = read.get(topic, 0) + sum(
-                    int(e) - int(begun.get(p, 0)) for p, e in parts.items())
-    return read
+    return {topic: n for topic, n in records_by_topic(sources).items() if topic in topics}
 
 
 class InputProgress(JsonProgressListener):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.nexmark.dates import day
 from bench.nexmark.events import BID_TOPIC
-from bench.nexmark.queries.base import BID_FIELDS, Params, Query, day, pick
+from bench.nexmark.queries.base import BID_FIELDS, Params, Query, pick
 
 RANK1_BELOW, RANK2_BELOW = 10_000, 1_000_000
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from bench.nexmark.generator import Generator
@@ -15,7 +14,6 @@ from bench.nexmark.generator import Generator
 BID_FIELDS = ("auction", "bidder", "price", "channel", "url", "dateTime", "extra")
 AUCTION_FIELDS = ("id", "itemName", "description", "initialBid", "reserve", "dateTime",
                   "expires", "seller", "category", "extra")
-DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
 
 
@@ -56,15 +54,6 @@ class Query:
     topology: Callable[[Params, str], Any]
     #: the input topics it reads (the runner creates and fills every input topic anyway)
     inputs: tuple[str, ...] = ()
-
-
-def day(ms: int) -> str:
-    """``DATE_FORMAT(dateTime, 'yyyy-MM-dd')`` in UTC.
-
-    >>> day(1_436_918_400_000)
-    '2015-07-15'
-    """
-    return datetime.fromtimestamp(ms // 1000, timezone.utc).strftime("%Y-%m-%d")
 
 
 def euros(price: int) -> float:

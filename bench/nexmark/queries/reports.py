@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench.nexmark.dates import day, minute
 from bench.nexmark.events import BID_TOPIC
-from bench.nexmark.queries.base import Params, Query, day
+from bench.nexmark.queries.base import Params, Query
 
 RANK1_BELOW, RANK2_BELOW = 10_000, 1_000_000
 SLOTS = ("total", "rank1", "rank2", "rank3")
@@ -23,16 +24,6 @@ SLOTS = ("total", "rank1", "rank2", "rank3")
 
 def price_rank(price: int) -> str:
     return "rank1" if price < RANK1_BELOW else "rank2" if price < RANK2_BELOW else "rank3"
-
-
-def minute(ms: int) -> str:
-    """``DATE_FORMAT(dateTime, 'HH:mm')`` in UTC.
-
-    >>> minute(1_436_918_400_000 + 3_723_000)
-    '01:02'
-    """
-    of_day = ms // 60_000 % 1440
-    return f"{of_day // 60:02d}:{of_day % 60:02d}"
 
 
 def no_bids() -> dict[str, Any]:

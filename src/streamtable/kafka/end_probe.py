@@ -83,10 +83,9 @@ class EndProbe:
         end), never below the listed one; :class:`EndProbeTimeout` after ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         while True:
-            attempt_s = ATTEMPT_S + 4 * self.wait_ms / 1000
-            if not self.adaptive:
-                attempt_s = deadline - time.monotonic()
-            pending, ends = self._attempt(listed, min(attempt_s, deadline - time.monotonic()))
+            left = deadline - time.monotonic()
+            attempt_s = min(ATTEMPT_S + 4 * self.wait_ms / 1000, left) if self.adaptive else left
+            pending, ends = self._attempt(listed, attempt_s)
             if not pending:
                 return ends
             if not self.adaptive or self.wait_ms >= MAX_WAIT_MS or time.monotonic() >= deadline:
@@ -100,6 +99,7 @@ class EndProbe:
 
     def _attempt(self, listed: Mapping[str, Mapping[str, int]], seconds: float
                  ) -> tuple[set[tuple[str, int]], Offsets]:
+        """The partitions with no answer within ``seconds``, and (when none) every end."""
         from confluent_kafka import KafkaError, TopicPartition
 
         consumer = self._client()
@@ -118,6 +118,8 @@ class EndProbe:
                     # the high watermark came with this answer, before the record or the end
                     pending.discard((msg.topic(), msg.partition()))
             result: Offsets = {}
+            if pending:
+                return pending, result
             for tp in tps:
                 _, high = consumer.get_watermark_offsets(tp, cached=True)
                 result.setdefault(tp.topic, {})[str(tp.partition)] = max(int(high), tp.offset)

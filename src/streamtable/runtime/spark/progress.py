@@ -45,9 +45,24 @@ class CountsParam(AccumulatorParam):
 def records_in(progress: Any) -> int:
     """The records a micro-batch read, from its sources' offsets: Spark's ``numInputRows`` counts
     the offset ranges the stages were handed (``read.mode=ranges``), not the records in them."""
-    return sum(end - start for source in progress.sources
-               for _, _, start, end in offset_ranges(_offsets_of(source.startOffset),
-                                                     _offsets_of(source.endOffset)))
+    return sum(records_by_topic(progress.sources).values())
+
+
+def records_by_topic(sources: Any) -> Counter[str]:
+    """The records a micro-batch's sources (its progress report's ``sources``) read, by topic.
+
+    >>> from types import SimpleNamespace
+    >>> source = SimpleNamespace(startOffset='{"bids": {"0": 5, "1": 0}}',
+    ...                          endOffset='{"bids": {"0": 9, "1": 2}, "people": {"0": 3}}')
+    >>> sorted(records_by_topic([source]).items())
+    [('bids', 6), ('people', 3)]
+    """
+    read: Counter[str] = Counter()
+    for source in sources or ():
+        for topic, _, start, end in offset_ranges(_offsets_of(source.startOffset),
+                                                  _offsets_of(source.endOffset)):
+            read[topic] += end - start
+    return read
 
 
 def _offsets_of(text: Any) -> dict[str, dict[str, int]]:

@@ -55,6 +55,8 @@ from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
 from streamtable.runtime.spark.process.startup import (
     fast_checkpoint_files,
+    planning_begins,
+    planning_ends,
     release_idle_planners_soon,
     warm_up_python_workers,
 )
@@ -164,6 +166,7 @@ class StreamsApp:
         self._failure: Any = None  # the error the last query died of
         self._ready = False  # a micro-batch's results have been served (see is_ready)
         self._warm_up: Any = None
+        self._planning = False  # the query started and its first batch has not run yet
         self._run: str | None = None  # the run id, read from the checkpoint once
         self._plan: QueryPlan | None = None
         self._batches: MicroBatches | None = None  # runs the micro-batches of the plan
@@ -310,7 +313,9 @@ class StreamsApp:
         """Run every stage over one micro-batch (``foreachBatch``; see
         :class:`~streamtable.runtime.spark.batches.MicroBatches`)."""
         batches = self._micro_batches()
-        if not self.batches:  # the query's planning is done: its planner workers idle
+        if self._planning:  # the query's planning is done: its planner workers idle
+            self._planning = False
+            planning_ends(self)
             release_idle_planners_soon()
         batches.process(df, batch_id)
         self.last_batch_seconds = batches.last_batch_seconds
@@ -462,6 +467,7 @@ class StreamsApp:
             upgrade(self)
             self._start_query(plan, available_now)
         except BaseException:
+            planning_ends(self)
             self._release_lease()
             raise
         return self
@@ -471,6 +477,8 @@ class StreamsApp:
 
         spark = self.spark
         batches = self._micro_batches()
+        planning_begins(self)  # from the source's load() on, until the first batch runs
+        self._planning = True
         self._warm_up = warm_up_python_workers(
             spark, max(s.partitions for s in plan.stages),
             batches.distributed_output())
@@ -589,6 +597,7 @@ class StreamsApp:
         if self._warm_up is not None:
             self._warm_up.join(30)  # a job still running when the JVM stops would fail noisily
             self._warm_up = None
+        planning_ends(self)
         if self._query is not None:
             self._query.stop()
             self._failure = self._query.exception()

@@ -68,6 +68,39 @@ def warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
 # a worker that died ("process from idle queue is dead") and forks another.
 PLANNER_JOB = "pyspark.sql.worker."
 
+# The queries of this process whose planning may still use a planner worker: from the start
+# (the source's ``load()`` plans already) to the first batch. Spark hands an idle worker to a
+# planning job with no word to this process: one ended in that moment fails the query ("Python
+# worker exited unexpectedly"). So workers are ended only under this lock, and only while no
+# query of this process plans. Data sources read by other code of the same process are not
+# known here: such a read and a query's first batch at the same moment can still meet.
+_PLANNING_LOCK = threading.Lock()
+_planning: set[int] = set()
+
+
+def planning_begins(query: object) -> None:
+    """Say that ``query`` (any object standing for it) starts and plans: no planner worker is
+    ended until :func:`planning_ends` for it."""
+    with _PLANNING_LOCK:
+        _planning.add(id(query))
+
+
+def planning_ends(query: object) -> None:
+    """Say that ``query`` plans no more (its first batch runs, or it stopped). Idempotent.
+
+    >>> q = object(); planning_begins(q); planning_ends(q); planning_ends(q)
+    >>> planning()
+    0
+    """
+    with _PLANNING_LOCK:
+        _planning.discard(id(query))
+
+
+def planning() -> int:
+    """How many queries of this process may be planning now."""
+    with _PLANNING_LOCK:
+        return len(_planning)
+
 
 def _processes() -> dict[int, tuple[int, str, float]]:
     """pid -> (parent pid, command line, CPU seconds) of every process (Linux ``/proc``)."""
@@ -118,7 +151,8 @@ def planner_workers(root: int, processes: dict[int, tuple[int, str, float]]) -> 
 def release_idle_planners(idle_s: float = 1.0, attempts: int = 10) -> list[int]:
     """End the planner workers of this process's Spark once each has used no CPU for
     ``idle_s`` (see ``PLANNER_JOB``), looking again up to ``attempts`` times for those still
-    busy; returns the pids ended. Nothing where ``/proc`` does not tell."""
+    busy; returns the pids ended. Nothing where ``/proc`` does not tell, and nothing more once
+    a query of this process plans (see :func:`planning_begins`)."""
     if not os.path.isdir("/proc/self"):
         return []
     root = os.getpid()
@@ -130,13 +164,16 @@ def release_idle_planners(idle_s: float = 1.0, attempts: int = 10) -> list[int]:
             break
         time.sleep(idle_s)
         after = _processes()
-        for pid in candidates:
-            if pid in after and after[pid][2] == before[pid][2]:
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                    ended.append(pid)
-                except OSError:
-                    pass
+        with _PLANNING_LOCK:  # a query's start waits for these kills, and none comes after it
+            if _planning:
+                break
+            for pid in candidates:
+                if pid in after and after[pid][2] == before[pid][2]:
+                    try:
+                        os.kill(pid, signal.SIGTERM)
+                        ended.append(pid)
+                    except OSError:
+                        pass
     if ended:
         log.debug("ended %d idle Spark planner workers: %s", len(ended), ended)
     return ended

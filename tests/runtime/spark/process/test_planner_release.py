@@ -1,0 +1,72 @@
+"""Spark's idle data source planner workers are ended only while no query of this process plans:
+Spark may hand an idle planner worker to a starting query at any moment, and a worker ended then
+fails that query ("Python worker exited unexpectedly")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from streamtable.runtime.spark.process.startup import (
+    PLANNER_JOB,
+    _processes,
+    planner_workers,
+    planning,
+    planning_begins,
+    planning_ends,
+    release_idle_planners,
+)
+
+# a planner daemon of this process and the idle worker it forked, as /proc shows them: both
+# carry the planner job in their command line, the worker sleeps (no CPU)
+_DAEMON = ("import subprocess, sys, time; "
+           "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', "
+           "'pyspark.daemon', sys.argv[2]]); time.sleep(60)")
+
+
+@pytest.fixture
+def idle_planner() -> Iterator[int]:
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux /proc")
+    daemon = subprocess.Popen([sys.executable, "-c", _DAEMON, "pyspark.daemon",
+                               PLANNER_JOB + "plan_data_source_read"])
+    try:
+        deadline = time.monotonic() + 30
+        while not (workers := planner_workers(os.getpid(), _processes())):
+            assert time.monotonic() < deadline, "the planner worker did not start"
+            time.sleep(0.05)
+        assert len(workers) == 1
+        yield workers[0]
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_an_idle_planner_worker_is_kept_while_a_query_plans_and_ended_after(idle_planner):
+    query = object()
+    planning_begins(query)
+    try:
+        assert planning() == 1
+        assert release_idle_planners(idle_s=0.2, attempts=2) == []
+        assert _alive(idle_planner)
+    finally:
+        planning_ends(query)
+    assert planning() == 0
+    assert release_idle_planners(idle_s=0.2, attempts=2) == [idle_planner]
+    deadline = time.monotonic() + 10
+    while _alive(idle_planner):
+        assert time.monotonic() < deadline, "the idle planner worker was not ended"
+        time.sleep(0.05)

@@ -20,6 +20,7 @@ import functools
 import logging
 import queue
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -207,6 +208,7 @@ def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactor
                             .where(F.col("kind") == KIND_STORE))
     outputs: dict[int, Any] = {}
     results = []
+    readers = Counter(up for stage in plan.stages for up in stage.upstream)
     for stage in plan.stages:
         parts = []
         if stage.external_inputs:
@@ -238,11 +240,12 @@ def build(topology: Topology, plan: QueryPlan, source: Any, runner: RunnerFactor
                       .repartition(stage.partitions, "_label")
                       .select(*INPUT_COLUMNS, "_route"))
         out = routed.mapInArrow(runner(stage.subtopology, stage, streamed), OUTPUT_DDL)
-        # A stage read both by a later stage and by the driver is kept, so that it runs once
-        # (running it twice would be correct, from the same state, but twice the work). A
-        # stage read only by later stages runs as part of theirs.
+        # A stage read by more than one reader (later stages, the driver) is kept, so that
+        # it runs once: each reader's plan would otherwise run it again (correct, from the
+        # same state, but the work and the reads of its input twice over). A stage read by
+        # one later stage only runs as part of it.
         collect = stage.has_results or not stage.consumed_later
-        if stage.consumed_later and collect:
+        if readers[stage.subtopology] + collect > 1:
             flow.cached.append(out)
         outputs[stage.subtopology] = out
         if collect:

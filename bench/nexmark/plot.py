@@ -5,8 +5,9 @@
         --out bench/nexmark/RESULTS.png
 
 The runner draws it at the end of every run from the rows it measured: ``nexmark.png`` beside
-``nexmark.json`` in the run's directory, and, with ``--out FILE``, ``FILE`` with the suffix
-``.png`` beside it (``bench/nexmark/RESULTS.png`` for ``--out bench/nexmark/RESULTS.md``).
+``nexmark.json`` in the run's directory, and, for a run of every query with ``--out FILE``,
+``FILE`` with the suffix ``.png`` beside it (``bench/nexmark/RESULTS.png`` for
+``--out bench/nexmark/RESULTS.md``).
 From a file it takes the runner's ``nexmark.json`` or one section of a results Markdown file
 (``--section``: a part of its heading; default the last section with a results table).
 

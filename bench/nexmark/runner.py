@@ -242,13 +242,29 @@ def _write_results(run_dir: Path, out: str | None, name: str, text: str) -> None
         log.info("appended to %s", out)
 
 
-def draw_plots(rows: list[Row], args: argparse.Namespace, run_dir: Path) -> None:
-    """events/s per query and contender (``plot.py``): ``nexmark.png`` in the run's directory
-    and, with ``--out FILE``, ``FILE`` with the suffix ``.png``. A plot that cannot be drawn
-    (matplotlib missing: the ``bench`` extra) is a warning, not a failed run."""
+def plot_targets(args: argparse.Namespace, run_dir: Path) -> list[Path]:
+    """Where a run's plot goes: ``nexmark.png`` in the run's directory, and, for a run of every
+    query with ``--out FILE``, ``FILE`` with the suffix ``.png``. A run of some queries (a
+    rerun, a 10,000,000-event part) leaves the plot beside ``FILE`` as it is: it is the plot of
+    a whole run.
+
+    >>> args = parse_args(["--out", "RESULTS.md"])
+    >>> [str(p) for p in plot_targets(args, Path("run"))]
+    ['run/nexmark.png', 'RESULTS.png']
+    >>> [str(p) for p in plot_targets(parse_args(["--out", "R.md", "--queries", "q1"]),
+    ...                               Path("run"))]
+    ['run/nexmark.png']
+    """
     targets = [run_dir / "nexmark.png"]
-    if args.out:
+    if args.out and args.queries == "all" and not args.latency:
         targets.append(Path(args.out).with_suffix(".png"))
+    return targets
+
+
+def draw_plots(rows: list[Row], args: argparse.Namespace, run_dir: Path) -> None:
+    """events/s per query and contender (``plot.py``) at :func:`plot_targets`. A plot that
+    cannot be drawn (matplotlib missing: the ``bench`` extra) is a warning, not a failed run."""
+    targets = plot_targets(args, run_dir)
     title = f"Nexmark, {args.events:,} events, {time.strftime('%Y-%m-%d %H:%M')}"
     try:
         from bench.nexmark import plot

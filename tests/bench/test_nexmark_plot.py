@@ -94,3 +94,15 @@ def test_the_png_is_written_from_a_results_file(tmp_path) -> None:
                                  "status": "OK", "rate": 10.0}]))
     assert plot.main([str(rows), "--out", str(tmp_path / "run.png")]) == 0
     assert (tmp_path / "run.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_run_of_some_queries_leaves_the_plot_beside_the_results_file(tmp_path) -> None:
+    from bench.nexmark.runner import parse_args, plot_targets
+
+    run = tmp_path / "run"
+    out = str(tmp_path / "RESULTS.md")
+    assert plot_targets(parse_args(["--out", out]), run) == [
+        run / "nexmark.png", tmp_path / "RESULTS.png"]
+    for some in (["--queries", "q15,q16"], ["--latency"]):
+        assert plot_targets(parse_args(["--out", out, *some]), run) == [run / "nexmark.png"]
+    assert plot_targets(parse_args([]), run) == [run / "nexmark.png"]

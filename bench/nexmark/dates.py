@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from functools import lru_cache
 
+HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 _EPOCH = date(1970, 1, 1)
 

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from bench.nexmark import dates
+from bench.nexmark.fields import BID_FIELDS
 from bench.nexmark.generator import Generator
 
 Row = dict[str, Any]
@@ -113,7 +114,6 @@ def expect(values: list[Any]) -> Any:
 
 
 Q0_FIELDS = ("auction", "bidder", "price", "dateTime", "extra")
-BID_FIELDS = ("auction", "bidder", "price", "channel", "url", "dateTime", "extra")
 
 
 def _project(row: Row, fields: Iterable[str]) -> Row:

@@ -17,10 +17,9 @@ import re
 from typing import Any
 
 from bench.nexmark import dates
+from bench.nexmark.fields import BID_FIELDS
 
 Row = dict[str, Any]
-HOUR_MS = 3_600_000
-BID_FIELDS = ("auction", "bidder", "price", "channel", "url", "dateTime", "extra")
 
 
 def q0(bid: Row) -> tuple[int, Row]:
@@ -45,7 +44,7 @@ def q2(bid: Row) -> tuple[int, Row] | None:
 
 
 def bid_time_type(ms: int) -> str:
-    hour = ms // HOUR_MS % 24
+    hour = ms // dates.HOUR_MS % 24
     if 8 <= hour <= 18:
         return "dayTime"
     if hour <= 6 or hour >= 20:

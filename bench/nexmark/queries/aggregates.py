@@ -8,7 +8,8 @@ from typing import Any
 
 from bench.nexmark.dates import day
 from bench.nexmark.events import BID_TOPIC
-from bench.nexmark.queries.base import BID_FIELDS, Params, Query, pick
+from bench.nexmark.fields import BID_FIELDS
+from bench.nexmark.queries.base import Params, Query, pick
 
 RANK1_BELOW, RANK2_BELOW = 10_000, 1_000_000
 

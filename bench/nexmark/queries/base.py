@@ -11,10 +11,8 @@ from typing import Any
 
 from bench.nexmark.generator import Generator
 
-BID_FIELDS = ("auction", "bidder", "price", "channel", "url", "dateTime", "extra")
 AUCTION_FIELDS = ("id", "itemName", "description", "initialBid", "reserve", "dateTime",
                   "expires", "seller", "category", "extra")
-HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True)

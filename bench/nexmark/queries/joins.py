@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench.nexmark.events import AUCTION_TOPIC, BID_TOPIC, PERSON_TOPIC, SIDE_INPUT_TOPIC
-from bench.nexmark.queries.base import AUCTION_FIELDS, BID_FIELDS, Params, Query
+from bench.nexmark.fields import BID_FIELDS
+from bench.nexmark.queries.base import AUCTION_FIELDS, Params, Query
 
 Q3_STATES = frozenset(("OR", "ID", "CA"))
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bench.nexmark import dates
 from bench.nexmark.events import BID_TOPIC
-from bench.nexmark.queries.base import HOUR_MS, Params, Query, euros, pick
+from bench.nexmark.queries.base import Params, Query, euros, pick
 
 Q0_FIELDS = ("auction", "bidder", "price", "dateTime", "extra")
 
@@ -65,7 +66,7 @@ def q2(params: Params, output: str) -> Any:
 
 
 def bid_time_type(ms: int) -> str:
-    hour = ms // HOUR_MS % 24
+    hour = ms // dates.HOUR_MS % 24
     if 8 <= hour <= 18:
         return "dayTime"
     if hour <= 6 or hour >= 20:

@@ -23,6 +23,17 @@ LOG_FILE_NAME = "streamtable.log"
 NOISY_LOGGERS = ("py4j", LIBRDKAFKA_LOGGER_NAME)
 
 
+def configure_worker_logging() -> None:
+    """A Spark Python process's logging (the workers' daemon, the source's planner): warnings
+    and errors on stderr, reading like the application's own lines; nothing when the process
+    has a configuration already (the driver's).
+
+    >>> configure_worker_logging()  # a no-op where logging is configured
+    """
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+
+
 def configure_logging(verbose: bool = False) -> None:
     """Our loggers at INFO (DEBUG when ``verbose``) on stderr; py4j's and librdkafka's only with
     ``verbose``."""

@@ -105,6 +105,7 @@ from streamtable.kafka.ranges import (
     Offsets,
     offset_ranges,
 )
+from streamtable.logs import configure_worker_logging
 from streamtable.runtime.spark.kafka_arrow import read_partition
 
 logger = logging.getLogger(__name__)
@@ -202,6 +203,9 @@ class KafkaDataSource(DataSource):
         return KAFKA_SCHEMA
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        # Spark plans the batches in a Python process of its own: its warnings (a broker that
+        # does not answer, a batch cut short) read like the application's lines
+        configure_worker_logging()
         return KafkaStreamReader(self.options, schema)
 
 

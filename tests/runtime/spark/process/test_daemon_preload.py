@@ -19,3 +19,18 @@ def test_the_daemon_preloads_the_stage_code_and_streamtable_s_public_names() -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout
     assert out.strip() == repr(sorted(NEEDED))
+
+
+def test_the_source_planner_process_logs_warnings_with_a_time() -> None:
+    """Spark plans the batches in a Python process of its own, where nothing configures
+    logging: the source's reader does, so its warnings read like the application's lines."""
+    code = ("import logging; "
+            "from streamtable.runtime.spark.kafka_source import KafkaDataSource; "
+            "KafkaDataSource({'bootstrap.servers': '127.0.0.1:1', 'topics': 't'})"
+            ".streamReader(None); "
+            "logging.getLogger('streamtable.runtime.spark.kafka_source').warning('slow broker'); "
+            "logging.getLogger('streamtable.runtime.spark.kafka_source').info('not shown')")
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stderr
+    assert err.endswith(" WARNING streamtable.runtime.spark.kafka_source: slow broker\n"), err
+    assert err[:4].isdigit() and "not shown" not in err

@@ -90,10 +90,10 @@ def collect_young_between_tasks() -> None:
 
 
 if __name__ == "__main__":
-    from streamtable.logs import LOG_FORMAT
+    from streamtable.logs import configure_worker_logging
 
     # the workers fork from here: their warnings (skipped or dropped records) read like ours
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    configure_worker_logging()
     preload()
     quiet_on_closed_connections()
     collect_young_between_tasks()

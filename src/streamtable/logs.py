@@ -23,15 +23,19 @@ LOG_FILE_NAME = "streamtable.log"
 NOISY_LOGGERS = ("py4j", LIBRDKAFKA_LOGGER_NAME)
 
 
-def configure_worker_logging() -> None:
+def configure_worker_logging(level: str | None = None) -> None:
     """A Spark Python process's logging (the workers' daemon, the source's planner): warnings
-    and errors on stderr, reading like the application's own lines; nothing when the process
-    has a configuration already (the driver's).
+    and errors on stderr, reading like the application's own lines, and streamtable's own
+    lines from ``level`` on (a level name: the driver's, passed along); nothing when the
+    process has a configuration already (the driver's).
 
     >>> configure_worker_logging()  # a no-op where logging is configured
     """
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    if logging.getLogger().handlers:
+        return
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    if level and isinstance(logging.getLevelName(level), int):
+        logging.getLogger("streamtable").setLevel(level)
 
 
 def configure_logging(verbose: bool = False) -> None:

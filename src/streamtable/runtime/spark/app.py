@@ -383,7 +383,10 @@ class StreamsApp:
                    # the start of a new query's first batch, for its ranges (see offsets.py)
                    "initial.offsets.file": str(self._micro_batches().initial_offsets_file),
                    # the next batch's size under the workers' memory budget (see budget.py)
-                   "batch.limit.file": str(self._micro_batches().batch_limit_file)}
+                   "batch.limit.file": str(self._micro_batches().batch_limit_file),
+                   # the source's planning logs from the level this process logs at
+                   "log.level": logging.getLevelName(
+                       logging.getLogger("streamtable").getEffectiveLevel())}
         for key, value in self.config.kafka_client_config.items():
             if key != "bootstrap.servers":
                 options[f"kafka.{key}"] = str(value)

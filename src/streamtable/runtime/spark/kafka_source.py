@@ -51,6 +51,9 @@ Options:
   while Kafka does not answer (logging what it waits for) before the query fails.
 * ``kafka.<name>``: any librdkafka consumer setting (e.g. ``kafka.security.protocol``).
 * ``development.broker.profile`` (``true``/``false``): see :mod:`streamtable.kafka.broker`.
+* ``log.level`` (default ``WARNING``): the level of streamtable's log lines from the Python
+  process Spark plans the batches in (where each batch is cut, what a slow broker is waited
+  for); the application passes its own.
 
 * ``batch.limit.file``: a file holding the most records the next batch may take, written by
   the application after each batch (its workers' memory budget); read before each batch is
@@ -203,9 +206,10 @@ class KafkaDataSource(DataSource):
         return KAFKA_SCHEMA
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
-        # Spark plans the batches in a Python process of its own: its warnings (a broker that
-        # does not answer, a batch cut short) read like the application's lines
-        configure_worker_logging()
+        # Spark plans the batches in a Python process of its own: its lines (a broker that
+        # does not answer, where a batch is cut) read like the application's, from the level
+        # the application logs at ("log.level", the driver's)
+        configure_worker_logging(self.options.get("log.level"))
         return KafkaStreamReader(self.options, schema)
 
 

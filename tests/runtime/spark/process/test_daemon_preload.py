@@ -34,3 +34,17 @@ def test_the_source_planner_process_logs_warnings_with_a_time() -> None:
                          check=True, timeout=120).stderr
     assert err.endswith(" WARNING streamtable.runtime.spark.kafka_source: slow broker\n"), err
     assert err[:4].isdigit() and "not shown" not in err
+
+
+def test_the_source_planner_process_logs_at_the_application_s_level() -> None:
+    code = ("import logging; "
+            "from streamtable.runtime.spark.kafka_source import KafkaDataSource; "
+            "KafkaDataSource({'bootstrap.servers': '127.0.0.1:1', 'topics': 't', "
+            "'log.level': 'INFO'}).streamReader(None); "
+            "logging.getLogger('streamtable.kafka.batch_cut').info('cut at 12'); "
+            "logging.getLogger('streamtable.kafka.batch_cut').debug('not shown'); "
+            "logging.getLogger('other').info('nor this')")
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stderr
+    assert err.endswith(" INFO streamtable.kafka.batch_cut: cut at 12\n"), err
+    assert "not shown" not in err and "nor this" not in err

@@ -164,7 +164,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("worker.memory.budget.bytes", 512 * 1024 * 1024, "an integer >= 0",
             "What one Python worker may add to its memory while it runs a task of a "
             "micro-batch (Spark runtime, Linux): after each batch the next one is sized from "
-            "the largest growth measured, never above max.records.per.batch. Smaller: less "
+            "the largest growth per record of the last 8 batches measured, never above "
+            "max.records.per.batch. Smaller: less "
             "memory, smaller batches (each costs a fixed ~0.3 s); 0: batches sized by "
             "max.records.per.batch alone.", False, _integer(0)),
     Setting("first.batch.records", None, "an integer >= 1, or unset",

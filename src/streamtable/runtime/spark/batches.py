@@ -25,7 +25,7 @@ from streamtable.config import StreamsConfig
 from streamtable.engine.ports import OutputWriter, ServingStore, TaskStatePersistence
 from streamtable.kafka.ranges import OffsetRange, RangeReader
 from streamtable.runtime.spark import dataflow, rounds
-from streamtable.runtime.spark.budget import GROWTH_KEY, largest_growth, next_batch_limit
+from streamtable.runtime.spark.budget import GROWTH_KEY, BatchSizer, largest_growth
 from streamtable.runtime.spark.offsets import batch_ranges
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan
 from streamtable.runtime.spark.stage import (
@@ -81,6 +81,7 @@ class MicroBatches:
         self._flow: dataflow.Dataflow | None = None  # the prepared flow of ranges batches
         self._flow_lock = threading.Lock()
         self.last_batch_seconds = 0.0
+        self._sizer: BatchSizer | None = None  # the next batch's size under the memory budget
 
     @property
     def initial_offsets_file(self) -> Path:
@@ -153,18 +154,22 @@ class MicroBatches:
 
     def _size_next_batch(self, records: int, growth: int | None) -> None:
         """Size the next batch to ``worker.memory.budget.bytes`` from this one's ``records``
-        and its tasks' largest memory ``growth`` (none measured: the limit stays)."""
+        and its tasks' largest memory ``growth`` (see :class:`BatchSizer`; none measured: the
+        limit stays)."""
         budget = int(self.config["worker.memory.budget.bytes"])
         if not budget or growth is None or records <= 0:
             return
         cap = int(self.config["max.records.per.batch"])
-        limit = next_batch_limit(records, growth, budget=budget, cap=cap)
+        if self._sizer is None:
+            self._sizer = BatchSizer(budget, cap)
+        limit = self._sizer.next(records, growth)
         if limit < cap or self.batch_limit_file.exists():
             self.batch_limit_file.write_text(str(limit))
-        if limit < records:
-            log.info("the last batch's tasks grew by up to %d MB for %d records (budget %d MB): "
-                     "the next batch takes at most %d", growth >> 20, records, budget >> 20,
-                     limit)
+        sized_from = self._sizer.most_per_record()
+        if limit < records and sized_from is not None:
+            log.info("the tasks grew by up to %d MB for %d records (the most per record of the "
+                     "last batches; budget %d MB): the next batch takes at most %d",
+                     sized_from[0] >> 20, sized_from[1], budget >> 20, limit)
 
     def prepared_flow(self, ranges: list[OffsetRange]) -> dataflow.Dataflow:
         """The query's prepared flow, planned again only when a batch has a partition it has no

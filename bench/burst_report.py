@@ -130,8 +130,8 @@ class Batch:
 
 @dataclass(frozen=True)
 class Limit:
-    """A batch size the memory budget set: after a batch of ``records`` whose tasks grew by
-    ``growth_mb``, the next batch takes at most ``limit`` records."""
+    """A batch size the memory budget set: from a recent batch of ``records`` whose tasks grew
+    by ``growth_mb`` (the most per record), the next batch takes at most ``limit`` records."""
 
     t: float
     growth_mb: int
@@ -143,9 +143,9 @@ class Limit:
 _STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})"
 _PROGRESS = re.compile(_STAMP + r" streamtable\.progress INFO \S+ batch (\d+): (\d+) records in "
                        r"([\d.]+) s \([\d.]+ records/s\)(?:, (\d+) behind)?")
-_LIMIT = re.compile(_STAMP + r" streamtable\.app INFO the last batch's tasks grew by up to "
-                    r"(\d+) MB for (\d+) records \(budget (\d+) MB\): the next batch takes at "
-                    r"most (\d+)")
+_LIMIT = re.compile(_STAMP + r" streamtable\.app INFO (?:the last batch's tasks|the tasks) grew by "
+                    r"up to (\d+) MB for (\d+) records \(budget (\d+) MB[^)]*\): the next "
+                    r"batch takes at most (\d+)")
 
 
 def _epoch(stamp: str, millis: str) -> float:
@@ -161,11 +161,14 @@ def parse_app_log(lines: Iterable[str]) -> tuple[list[Batch], list[Limit]]:
     ...     "2026-01-02 03:04:05,250 streamtable.progress INFO app batch 7: 1200 records in "
     ...     "0.40 s (3000 records/s), 35 behind",
     ...     "2026-01-02 03:04:06,000 streamtable.app INFO the last batch's tasks grew by up to "
-    ...     "600 MB for 900000 records (budget 512 MB): the next batch takes at most 768000"])
+    ...     "600 MB for 900000 records (budget 512 MB): the next batch takes at most 768000",
+    ...     "2026-01-02 03:04:07,000 streamtable.app INFO the tasks grew by up to 600 MB for "
+    ...     "900000 records (budget 512 MB; the most per record of the last batches): the next "
+    ...     "batch takes at most 768000"])
     >>> (batches[0].batch_id, batches[0].records, batches[0].seconds, batches[0].behind)
     (7, 1200, 0.4, 35)
-    >>> limits[0].limit, round(limits[0].t - batches[0].t, 3)
-    (768000, 0.75)
+    >>> limits[0].limit, round(limits[0].t - batches[0].t, 3), len(limits)
+    (768000, 0.75, 2)
     """
     batches: list[Batch] = []
     limits: list[Limit] = []

@@ -167,8 +167,8 @@ class MicroBatches:
             self.batch_limit_file.write_text(str(limit))
         sized_from = self._sizer.most_per_record()
         if limit < records and sized_from is not None:
-            log.info("the tasks grew by up to %d MB for %d records (the most per record of the "
-                     "last batches; budget %d MB): the next batch takes at most %d",
+            log.info("the tasks grew by up to %d MB for %d records (budget %d MB; the most per "
+                     "record of the last batches): the next batch takes at most %d",
                      sized_from[0] >> 20, sized_from[1], budget >> 20, limit)
 
     def prepared_flow(self, ranges: list[OffsetRange]) -> dataflow.Dataflow:

@@ -21,30 +21,32 @@ def test_the_daemon_preloads_the_stage_code_and_streamtable_s_public_names() -> 
     assert out.strip() == repr(sorted(NEEDED))
 
 
+def _planner_log(options: dict[str, str], *lines: tuple[str, str, str]) -> str:
+    """What a fresh process writes on stderr after making the source's reader with
+    ``options`` (as Spark's planner process does) and logging ``lines`` (logger, level,
+    message)."""
+    code = ("import logging; "
+            "from streamtable.runtime.spark.kafka_source import KafkaDataSource; "
+            f"KafkaDataSource({{'bootstrap.servers': '127.0.0.1:1', 'topics': 't', "
+            f"**{options!r}}}).streamReader(None); "
+            + "; ".join(f"logging.getLogger({name!r}).{level}({message!r})"
+                        for name, level, message in lines))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120).stderr
+
+
 def test_the_source_planner_process_logs_warnings_with_a_time() -> None:
     """Spark plans the batches in a Python process of its own, where nothing configures
     logging: the source's reader does, so its warnings read like the application's lines."""
-    code = ("import logging; "
-            "from streamtable.runtime.spark.kafka_source import KafkaDataSource; "
-            "KafkaDataSource({'bootstrap.servers': '127.0.0.1:1', 'topics': 't'})"
-            ".streamReader(None); "
-            "logging.getLogger('streamtable.runtime.spark.kafka_source').warning('slow broker'); "
-            "logging.getLogger('streamtable.runtime.spark.kafka_source').info('not shown')")
-    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=120).stderr
-    assert err.endswith(" WARNING streamtable.runtime.spark.kafka_source: slow broker\n"), err
+    source = "streamtable.runtime.spark.kafka_source"
+    err = _planner_log({}, (source, "warning", "slow broker"), (source, "info", "not shown"))
+    assert err.endswith(f" WARNING {source}: slow broker\n"), err
     assert err[:4].isdigit() and "not shown" not in err
 
 
 def test_the_source_planner_process_logs_at_the_application_s_level() -> None:
-    code = ("import logging; "
-            "from streamtable.runtime.spark.kafka_source import KafkaDataSource; "
-            "KafkaDataSource({'bootstrap.servers': '127.0.0.1:1', 'topics': 't', "
-            "'log.level': 'INFO'}).streamReader(None); "
-            "logging.getLogger('streamtable.kafka.batch_cut').info('cut at 12'); "
-            "logging.getLogger('streamtable.kafka.batch_cut').debug('not shown'); "
-            "logging.getLogger('other').info('nor this')")
-    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=120).stderr
-    assert err.endswith(" INFO streamtable.kafka.batch_cut: cut at 12\n"), err
+    cut = "streamtable.kafka.batch_cut"
+    err = _planner_log({"log.level": "INFO"}, (cut, "info", "cut at 12"),
+                       (cut, "debug", "not shown"), ("other", "info", "nor this"))
+    assert err.endswith(f" INFO {cut}: cut at 12\n"), err
     assert "not shown" not in err and "nor this" not in err

@@ -166,7 +166,6 @@ class StreamsApp:
         self._failure: Any = None  # the error the last query died of
         self._ready = False  # a micro-batch's results have been served (see is_ready)
         self._warm_up: Any = None
-        self._planning = False  # the query started and its first batch has not run yet
         self._run: str | None = None  # the run id, read from the checkpoint once
         self._plan: QueryPlan | None = None
         self._batches: MicroBatches | None = None  # runs the micro-batches of the plan
@@ -313,9 +312,7 @@ class StreamsApp:
         """Run every stage over one micro-batch (``foreachBatch``; see
         :class:`~streamtable.runtime.spark.batches.MicroBatches`)."""
         batches = self._micro_batches()
-        if self._planning:  # the query's planning is done: its planner workers idle
-            self._planning = False
-            planning_ends(self)
+        if planning_ends(self):  # the query's first batch: its planner workers idle now
             release_idle_planners_soon()
         batches.process(df, batch_id)
         self.last_batch_seconds = batches.last_batch_seconds
@@ -481,7 +478,6 @@ class StreamsApp:
         spark = self.spark
         batches = self._micro_batches()
         planning_begins(self)  # from the source's load() on, until the first batch runs
-        self._planning = True
         self._warm_up = warm_up_python_workers(
             spark, max(s.partitions for s in plan.stages),
             batches.distributed_output())

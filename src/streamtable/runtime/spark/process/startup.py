@@ -85,15 +85,19 @@ def planning_begins(query: object) -> None:
         _planning.add(id(query))
 
 
-def planning_ends(query: object) -> None:
-    """Say that ``query`` plans no more (its first batch runs, or it stopped). Idempotent.
+def planning_ends(query: object) -> bool:
+    """Say that ``query`` plans no more (its first batch runs, or it stopped); whether it was
+    planning until now. Idempotent.
 
-    >>> q = object(); planning_begins(q); planning_ends(q); planning_ends(q)
+    >>> q = object(); planning_begins(q); planning_ends(q), planning_ends(q)
+    (True, False)
     >>> planning()
     0
     """
     with _PLANNING_LOCK:
+        was = id(query) in _planning
         _planning.discard(id(query))
+        return was
 
 
 def planning() -> int:

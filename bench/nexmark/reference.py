@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from bench.nexmark import dates
-from bench.nexmark.fields import BID_FIELDS
+from bench.nexmark.fields import BID_FIELDS, Q0_FIELDS
 from bench.nexmark.generator import Generator
 
 Row = dict[str, Any]
@@ -111,9 +111,6 @@ def expect(values: list[Any]) -> Any:
 
 
 # ------------------------------------------------------------------------------- helpers
-
-
-Q0_FIELDS = ("auction", "bidder", "price", "dateTime", "extra")
 
 
 def _project(row: Row, fields: Iterable[str]) -> Row:

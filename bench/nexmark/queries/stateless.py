@@ -9,9 +9,8 @@ from typing import Any
 
 from bench.nexmark import dates
 from bench.nexmark.events import BID_TOPIC
+from bench.nexmark.fields import Q0_FIELDS
 from bench.nexmark.queries.base import Params, Query, euros, pick
-
-Q0_FIELDS = ("auction", "bidder", "price", "dateTime", "extra")
 
 
 def q0(params: Params, output: str) -> Any:

@@ -43,9 +43,23 @@ def test_batches_shrink_to_the_budget_with_exact_results(spark, bootstrap, tmp_p
     app.run_until_caught_up(timeout=300)
     assert app.store("counts").to_dict() == {f"k{i}": n // 50 for i in range(50)}
     limit = app._micro_batches().batch_limit_file
-    if budget:  # the first batch outgrew one byte: 2,000 records, then the least, 1,000, twice
-        assert app.batches == 3
+    if budget:  # sized for one byte before and after it was measured: the least, 1,000, each
+        assert app.batches == 4
         assert limit.exists()
     else:  # no budget: batches of max.records.per.batch
         assert app.batches == 2
         assert not limit.exists()
+
+
+@pytest.mark.parametrize(("config", "first"), [
+    ({}, "262144"),  # no batch measured yet: the default budget over 2 KiB a record
+    ({"worker.memory.budget.bytes": 64 * 2**20}, "32768"),
+    ({"worker.memory.budget.bytes": 64 * 2**20, "first.batch.records": 500}, "500"),
+    ({"worker.memory.budget.bytes": 0}, None),  # no budget: batches of the cap from the start
+])
+def test_the_first_batch_after_a_start_is_sized_for_the_budget(tmp_path, config, first):
+    b = StreamsBuilder()
+    b.stream("in").map_values(lambda v: v).to("out")
+    app = StreamsApp(b.build(), "first-batch", state_dir=str(tmp_path),
+                     config={"bootstrap.servers": "127.0.0.1:9", **config})
+    assert app.source_options(app.prepare({"in": 1})).get("first.batch.records") == first

@@ -51,6 +51,7 @@ from streamtable.errors import ApplicationFailedError, LeaseLostError, StoreNotR
 from streamtable.kafka.output import KafkaOutput
 from streamtable.runtime.spark import shipping
 from streamtable.runtime.spark.batches import MicroBatches
+from streamtable.runtime.spark.budget import first_batch_records
 from streamtable.runtime.spark.placement import check_shared_location
 from streamtable.runtime.spark.plan import QueryPlan, plan_query, routing_labels
 from streamtable.runtime.spark.process.startup import (
@@ -395,6 +396,8 @@ class StreamsApp:
 
             options["ending.offsets"] = json.dumps(self.end_offsets)
         first = self.config.get("first.batch.records")
+        if first is None:  # sized for the memory budget until a batch is measured
+            first = first_batch_records(int(self.config["worker.memory.budget.bytes"]))
         if first is not None:
             options["first.batch.records"] = str(first)
         options["batch.split"] = str(self.config["batch.split"])

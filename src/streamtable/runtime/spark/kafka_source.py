@@ -32,7 +32,8 @@ Options:
   as its times follow them.
 * ``topics.read.first``: topics (comma separated) whose records a batch takes before the
   others' (a global table's, which Kafka Streams restores before processing).
-* ``first.batch.records`` (default unset: every batch may take up to the cap): after a start,
+* ``first.batch.records`` (default unset: every batch may take up to the cap; the application
+  passes its memory budget's first batch, see ``budget.py``): after a start,
   batches ramp up from this size, four times larger each, to ``max.records.per.batch``, so an
   application that starts behind shows its first results sooner, at the cost of throughput while
   it catches up (one more batch per ramp step: at 1,000,000 records the default cap gave

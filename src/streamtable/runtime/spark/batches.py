@@ -163,6 +163,8 @@ class MicroBatches:
         if self._sizer is None:
             self._sizer = BatchSizer(budget, cap)
         limit = self._sizer.next(records, growth)
+        log.debug("the tasks of a batch of %d records grew by up to %d MB: the next batch "
+                  "takes at most %d", records, growth >> 20, limit)
         if limit < cap or self.batch_limit_file.exists():
             self.batch_limit_file.write_text(str(limit))
         sized_from = self._sizer.most_per_record()

@@ -9,7 +9,7 @@ replayed, or a hand-made list in the tests) and yields what the query's output t
   a choice open (ties of ``ROW_NUMBER``), the value is an :class:`AnyOf` of the acceptable
   values, or a :class:`TopBids` for q19's top-10 with equal prices.
 
-Keys and values are compared in canonical JSON (:func:`canonical`): sorted object keys, lists
+Keys and values are compared in canonical JSON (``canonical.py``): sorted object keys, lists
 for tuples, non-integer numbers rounded to 3 decimals.
 
 >>> src = Events(persons=[], auctions=[], bids=[
@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from bench.nexmark import dates
+from bench.nexmark.canonical import canonical
 from bench.nexmark.fields import BID_FIELDS, Q0_FIELDS
 from bench.nexmark.generator import Generator
 
@@ -68,26 +69,6 @@ class Events:
 
 
 # --------------------------------------------------------------------------- comparison
-
-
-def _normal(obj: Any) -> Any:
-    if isinstance(obj, float):
-        r = round(obj, 3)
-        return int(r) if r == int(r) else r
-    if isinstance(obj, (list, tuple)):
-        return [_normal(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _normal(v) for k, v in obj.items()}
-    return obj
-
-
-def canonical(obj: Any) -> str:
-    """Canonical JSON of a key or value.
-
-    >>> canonical({"b": 1.0, "a": (2, 0.90800000001)})
-    '{"a":[2,0.908],"b":1}'
-    """
-    return json.dumps(_normal(obj), sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

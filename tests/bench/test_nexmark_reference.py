@@ -63,6 +63,21 @@ def test_q5_keeps_the_auctions_with_the_most_bids_per_hopping_window():
     assert len(got) == 6  # windows starting -8000 .. 2000
 
 
+def test_q16_counts_per_channel_and_day_with_the_latest_minute_of_the_day():
+    day = 86_400_000
+    src = Events(bids=[bid(1, 5, day - 60_000, bidder=1), bid(2, 20_000, 61_000, bidder=1),
+                       bid(1, 7, day + 120_000, bidder=2), bid(3, 2_000_000, 0, bidder=3),
+                       bid(1, 5, 5_000, channel="Google")])
+    got = result("q16", src)
+    assert sorted(got) == ['["Apple","1970-01-01"]', '["Apple","1970-01-02"]',
+                           '["Google","1970-01-01"]']
+    first = got['["Apple","1970-01-01"]']
+    assert first["minute"] == "23:59" and got['["Apple","1970-01-02"]']["minute"] == "00:02"
+    assert (first["total_bids"], first["total_bidders"], first["total_auctions"]) == (3, 2, 3)
+    assert [first[f"rank{r}_bids"] for r in (1, 2, 3)] == [1, 1, 1]
+    assert (first["rank1_auctions"], first["rank2_bidders"]) == (1, 1)
+
+
 def test_q7_a_bid_at_a_windows_end_joins_it_when_its_price_is_the_max():
     src = Events(bids=[bid(1, 5, 0), bid(2, 9, 5000), bid(3, 9, 10_000), bid(4, 3, 12_000)])
     got = result("q7", src)

@@ -63,8 +63,7 @@ def _floatless(obj: Any) -> bool:
         items = obj
     else:
         return kind in _SCALARS
-    types = set(map(type, items))
-    return types <= _SCALARS or (float not in types and all(map(_floatless, items)))
+    return _SCALARS.issuperset(map(type, items)) or all(map(_floatless, items))
 
 
 def _rounded(obj: Any) -> Any:

@@ -145,3 +145,23 @@ def test_a_table_output_is_its_last_value_per_key_and_tombstones_delete():
     assert verdict("table", want, good) is None
     bad = verdict("table", want, good[:2] + [raw([2, "b"], 8), raw([4, "d"], 0)])
     assert bad is not None and "key [2,\"b\"]" in bad and "unexpected" in bad
+
+
+def test_a_check_pauses_the_garbage_collector_and_restores_it():
+    import gc
+
+    seen = []
+
+    def expected():
+        seen.append(gc.isenabled())
+        yield 1, 5
+
+    assert gc.isenabled()
+    assert verdict("table", expected, [raw(1, 5)]) is None
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        assert verdict("table", expected, [raw(1, 5)]) is None
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

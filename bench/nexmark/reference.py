@@ -9,7 +9,7 @@ replayed, or a hand-made list in the tests) and yields what the query's output t
   a choice open (ties of ``ROW_NUMBER``), the value is an :class:`AnyOf` of the acceptable
   values, or a :class:`TopBids` for q19's top-10 with equal prices.
 
-Keys and values are compared in canonical JSON (:func:`canonical`): sorted object keys, lists
+Keys and values are compared in canonical JSON (``canonical.py``): sorted object keys, lists
 for tuples, non-integer numbers rounded to 3 decimals.
 
 >>> src = Events(persons=[], auctions=[], bids=[
@@ -21,15 +21,17 @@ for tuples, non-integer numbers rounded to 3 decimals.
 
 from __future__ import annotations
 
-import json
+import bisect
+import operator
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from bench.nexmark import dates
+from bench.nexmark.canonical import canonical
 from bench.nexmark.fields import BID_FIELDS, Q0_FIELDS
 from bench.nexmark.generator import Generator
 
@@ -70,26 +72,6 @@ class Events:
 # --------------------------------------------------------------------------- comparison
 
 
-def _normal(obj: Any) -> Any:
-    if isinstance(obj, float):
-        r = round(obj, 3)
-        return int(r) if r == int(r) else r
-    if isinstance(obj, (list, tuple)):
-        return [_normal(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _normal(v) for k, v in obj.items()}
-    return obj
-
-
-def canonical(obj: Any) -> str:
-    """Canonical JSON of a key or value.
-
-    >>> canonical({"b": 1.0, "a": (2, 0.90800000001)})
-    '{"a":[2,0.908],"b":1}'
-    """
-    return json.dumps(_normal(obj), sort_keys=True, separators=(",", ":"))
-
-
 @dataclass(frozen=True)
 class AnyOf:
     """Any one of these values is right (rows tied in the SQL's ``ORDER BY``)."""
@@ -115,6 +97,10 @@ def expect(values: list[Any]) -> Any:
 
 def _project(row: Row, fields: Iterable[str]) -> Row:
     return {f: row[f] for f in fields}
+
+
+#: a bid's fields, in :data:`BID_FIELDS` order
+_bid_fields = operator.itemgetter(*BID_FIELDS)
 
 
 def _winners(src: Events) -> dict[int, tuple[Row, list[Row]]]:
@@ -179,15 +165,17 @@ def expected_q4(src: Events) -> Iterator[tuple[Any, Any]]:
 
 
 def expected_q5(src: Events) -> Iterator[tuple[Any, Any]]:
-    counts: dict[tuple[int, int], dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    # bids per auction in each 2 s slot; the window [start, start + 10 s) is 5 slots
+    slots: dict[int, Counter[int]] = defaultdict(Counter)
     for b in src.each_bid():
-        ts = b["dateTime"]
-        last = ts - ts % 2000
-        for start in range(last - 8000, last + 1, 2000):  # [start, start + 10 s) holds ts
-            counts[(start, start + 10_000)][b["auction"]] += 1
-    for window, per_auction in counts.items():
+        slots[b["dateTime"] // 2000][b["auction"]] += 1
+    for first in sorted({s - k for s in slots for k in range(5)}):
+        per_auction: Counter[int] = Counter()
+        for s in range(first, first + 5):
+            per_auction.update(slots.get(s, {}))
         top = max(per_auction.values())
-        yield list(window), [[a, n] for a, n in sorted(per_auction.items()) if n == top]
+        yield ([first * 2000, first * 2000 + 10_000],
+               [[a, n] for a, n in sorted(per_auction.items()) if n == top])
 
 
 def expected_q6(src: Events) -> Iterator[tuple[Any, Any]]:
@@ -297,17 +285,18 @@ def expected_q17(src: Events) -> Iterator[tuple[Any, Any]]:
 
 
 def expected_q18(src: Events) -> Iterator[tuple[Any, Any]]:
-    # (bidder, auction) -> (time of the latest bids, the latest bids as JSON)
-    last: dict[tuple[int, int], tuple[int, list[str]]] = {}
+    # (bidder, auction) -> (time of the latest bids, the latest bids' fields)
+    last: dict[tuple[int, int], tuple[int, list[tuple[Any, ...]]]] = {}
     for b in src.each_bid():
         pair = (b["bidder"], b["auction"])
         seen = last.get(pair)
-        if seen is None or b["dateTime"] > seen[0]:
-            last[pair] = (b["dateTime"], [canonical(_project(b, BID_FIELDS))])
-        elif b["dateTime"] == seen[0]:
-            seen[1].append(canonical(_project(b, BID_FIELDS)))
+        ts = b["dateTime"]
+        if seen is None or ts > seen[0]:
+            last[pair] = (ts, [_bid_fields(b)])
+        elif ts == seen[0]:
+            seen[1].append(_bid_fields(b))
     for pair, (_, bids) in last.items():
-        yield list(pair), expect([json.loads(b) for b in bids])
+        yield list(pair), expect([dict(zip(BID_FIELDS, b, strict=True)) for b in bids])
 
 
 @dataclass
@@ -335,25 +324,24 @@ class TopBids:
 
 
 def expected_q19(src: Events) -> Iterator[tuple[Any, Any]]:
-    # auction -> (price, bid as JSON) of the bids that can still be in its top 10: the ten
-    # highest prices and every bid tied with the tenth
+    # auction -> (-price, bid as JSON) of the bids that can still be in its top 10, highest
+    # price first: the ten highest prices and every bid tied with the tenth (so each kept
+    # bid has one of the ten prices)
     kept: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for b in src.each_bid():
         top = kept[b["auction"]]
-        if len(top) >= 10 and b["price"] < top[9][0]:
+        if len(top) >= 10 and -b["price"] > top[9][0]:
             continue
-        top.append((b["price"], canonical(_project(b, BID_FIELDS))))
-        top.sort(key=lambda t: -t[0])
+        bisect.insort(top, (-b["price"], canonical(_project(b, BID_FIELDS))))
         if len(top) > 10:
             cut = top[9][0]
-            while top[-1][0] < cut:
+            while top[-1][0] > cut:
                 top.pop()
     for auction, rows in kept.items():
-        prices = [p for p, _ in rows[:10]]
+        prices = [-p for p, _ in rows[:10]]
         by_price: dict[int, set[str]] = defaultdict(set)
         for p, bid in rows:
-            if p in prices:
-                by_price[p].add(bid)
+            by_price[-p].add(bid)
         yield auction, TopBids(prices, dict(by_price))
 
 
@@ -398,28 +386,31 @@ def expected_q22(src: Events) -> Iterator[tuple[Any, Any]]:
 def _report(src: Events, group_of: Callable[[Row], tuple[Any, ...]],
             fields: tuple[str, ...], with_minute: bool) -> Iterator[tuple[Any, Any]]:
     """q15 and q16: per group, bids and distinct bidders and auctions, in all and per rank."""
-    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    slots = ("total", "rank1", "rank2", "rank3")
+    # group -> (bids, bidders, auctions: each per slot, the latest time)
+    groups: dict[tuple[Any, ...], tuple[list[int], list[set[int]], list[set[int]],
+                                        list[int]]] = {}
     for b in src.each_bid():
         g = group_of(b)
         s = groups.get(g)
         if s is None:
-            s = groups[g] = {"bids": defaultdict(int), "bidders": defaultdict(set),
-                             "auctions": defaultdict(set), "minute": ""}
+            s = groups[g] = ([0] * 4, [set() for _ in slots], [set() for _ in slots],
+                             [b["dateTime"]])
+        bids, bidders, auctions, latest = s
         p = b["price"]
-        rank = "rank1" if p < 10_000 else "rank2" if p < 1_000_000 else "rank3"
-        for slot in ("total", rank):
-            s["bids"][slot] += 1
-            s["bidders"][slot].add(b["bidder"])
-            s["auctions"][slot].add(b["auction"])
-        s["minute"] = max(s["minute"], dates.minute(b["dateTime"]))
-    for g, s in groups.items():
+        for slot in (0, 1 if p < 10_000 else 2 if p < 1_000_000 else 3):
+            bids[slot] += 1
+            bidders[slot].add(b["bidder"])
+            auctions[slot].add(b["auction"])
+        latest[0] = max(latest[0], b["dateTime"])
+    for g, (bids, bidders, auctions, latest) in groups.items():
         row: Row = dict(zip(fields, g, strict=True))
-        if with_minute:
-            row["minute"] = s["minute"]
-        for slot in ("total", "rank1", "rank2", "rank3"):
-            row[f"{slot}_bids"] = s["bids"][slot]
-            row[f"{slot}_bidders"] = len(s["bidders"][slot])
-            row[f"{slot}_auctions"] = len(s["auctions"][slot])
+        if with_minute:  # a group is within one day: its latest minute is its latest bid's
+            row["minute"] = dates.minute(latest[0])
+        for i, slot in enumerate(slots):
+            row[f"{slot}_bids"] = bids[i]
+            row[f"{slot}_bidders"] = len(bidders[i])
+            row[f"{slot}_auctions"] = len(auctions[i])
         yield (list(g) if len(g) > 1 else g[0]), row
 
 

@@ -63,6 +63,21 @@ def test_q5_keeps_the_auctions_with_the_most_bids_per_hopping_window():
     assert len(got) == 6  # windows starting -8000 .. 2000
 
 
+def test_q16_counts_per_channel_and_day_with_the_latest_minute_of_the_day():
+    day = 86_400_000
+    src = Events(bids=[bid(1, 5, day - 60_000, bidder=1), bid(2, 20_000, 61_000, bidder=1),
+                       bid(1, 7, day + 120_000, bidder=2), bid(3, 2_000_000, 0, bidder=3),
+                       bid(1, 5, 5_000, channel="Google")])
+    got = result("q16", src)
+    assert sorted(got) == ['["Apple","1970-01-01"]', '["Apple","1970-01-02"]',
+                           '["Google","1970-01-01"]']
+    first = got['["Apple","1970-01-01"]']
+    assert first["minute"] == "23:59" and got['["Apple","1970-01-02"]']["minute"] == "00:02"
+    assert (first["total_bids"], first["total_bidders"], first["total_auctions"]) == (3, 2, 3)
+    assert [first[f"rank{r}_bids"] for r in (1, 2, 3)] == [1, 1, 1]
+    assert (first["rank1_auctions"], first["rank2_bidders"]) == (1, 1)
+
+
 def test_q7_a_bid_at_a_windows_end_joins_it_when_its_price_is_the_max():
     src = Events(bids=[bid(1, 5, 0), bid(2, 9, 5000), bid(3, 9, 10_000), bid(4, 3, 12_000)])
     got = result("q7", src)
@@ -130,3 +145,23 @@ def test_a_table_output_is_its_last_value_per_key_and_tombstones_delete():
     assert verdict("table", want, good) is None
     bad = verdict("table", want, good[:2] + [raw([2, "b"], 8), raw([4, "d"], 0)])
     assert bad is not None and "key [2,\"b\"]" in bad and "unexpected" in bad
+
+
+def test_a_check_pauses_the_garbage_collector_and_restores_it():
+    import gc
+
+    seen = []
+
+    def expected():
+        seen.append(gc.isenabled())
+        yield 1, 5
+
+    assert gc.isenabled()
+    assert verdict("table", expected, [raw(1, 5)]) is None
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        assert verdict("table", expected, [raw(1, 5)]) is None
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -312,7 +312,8 @@ class TopBids:
             return False
         seen: set[str] = set()
         for rank, r in enumerate(decoded, 1):
-            bid = {k: v for k, v in r.items() if k != "rank_number"}
+            bid = dict(r)
+            bid.pop("rank_number", None)
             c = canonical(bid)
             if r.get("rank_number") != rank or c not in self.by_price[r["price"]] or c in seen:
                 return False
@@ -332,7 +333,8 @@ def expected_q19(src: Events) -> Iterator[tuple[Any, Any]]:
         top = kept[b["auction"]]
         if len(top) >= 10 and -b["price"] > top[9][0]:
             continue
-        bisect.insort(top, (-b["price"], canonical(_project(b, BID_FIELDS))))
+        bid = canonical(dict(zip(BID_FIELDS, _bid_fields(b), strict=True)))
+        bisect.insort(top, (-b["price"], bid))
         if len(top) > 10:
             cut = top[9][0]
             while top[-1][0] > cut:

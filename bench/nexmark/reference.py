@@ -400,10 +400,10 @@ def _report(src: Events, group_of: Callable[[Row], tuple[Any, ...]],
                              [b["dateTime"]])
         bids, bidders, auctions, latest = s
         p = b["price"]
-        for slot in (0, 1 if p < 10_000 else 2 if p < 1_000_000 else 3):
-            bids[slot] += 1
-            bidders[slot].add(b["bidder"])
-            auctions[slot].add(b["auction"])
+        for i in (0, 1 if p < 10_000 else 2 if p < 1_000_000 else 3):  # total, its rank
+            bids[i] += 1
+            bidders[i].add(b["bidder"])
+            auctions[i].add(b["auction"])
         latest[0] = max(latest[0], b["dateTime"])
     for g, (bids, bidders, auctions, latest) in groups.items():
         row: Row = dict(zip(fields, g, strict=True))

@@ -312,7 +312,8 @@ class TopBids:
             return False
         seen: set[str] = set()
         for rank, r in enumerate(decoded, 1):
-            bid = {k: v for k, v in r.items() if k != "rank_number"}
+            bid = dict(r)
+            bid.pop("rank_number", None)
             c = canonical(bid)
             if r.get("rank_number") != rank or c not in self.by_price[r["price"]] or c in seen:
                 return False
@@ -332,7 +333,8 @@ def expected_q19(src: Events) -> Iterator[tuple[Any, Any]]:
         top = kept[b["auction"]]
         if len(top) >= 10 and -b["price"] > top[9][0]:
             continue
-        bisect.insort(top, (-b["price"], canonical(_project(b, BID_FIELDS))))
+        bid = canonical(dict(zip(BID_FIELDS, _bid_fields(b), strict=True)))
+        bisect.insort(top, (-b["price"], bid))
         if len(top) > 10:
             cut = top[9][0]
             while top[-1][0] > cut:
@@ -398,10 +400,10 @@ def _report(src: Events, group_of: Callable[[Row], tuple[Any, ...]],
                              [b["dateTime"]])
         bids, bidders, auctions, latest = s
         p = b["price"]
-        for slot in (0, 1 if p < 10_000 else 2 if p < 1_000_000 else 3):
-            bids[slot] += 1
-            bidders[slot].add(b["bidder"])
-            auctions[slot].add(b["auction"])
+        for i in (0, 1 if p < 10_000 else 2 if p < 1_000_000 else 3):  # total, its rank
+            bids[i] += 1
+            bidders[i].add(b["bidder"])
+            auctions[i].add(b["auction"])
         latest[0] = max(latest[0], b["dateTime"])
     for g, (bids, bidders, auctions, latest) in groups.items():
         row: Row = dict(zip(fields, g, strict=True))

@@ -22,7 +22,7 @@ def plain(obj):
     return json.dumps(_normal(obj), sort_keys=True, separators=(",", ":"))
 
 
-CORNERS = [
+CORNERS: list[object] = [
     0, -1, 2**63 - 1, -(2**63), 2**64, -(2**64) - 1, 10**30, True, False, None, "", "x",
     1.0, -0.0, 0.90800000001, 1e-7, 1e20, 123456.78949, [1, 2.5], (3, (4, 5)),
     {"b": 1, "a": [2, {"d": None, "c": "e"}]}, {"z": 1.5, "y": (1.0, "s")},

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.state.stores import sorted_keys
+from streamtable.state.stores import PLAIN_KEYS, first_of, sorted_keys
 from streamtable.state.task_state import TaskState
 from streamtable.state.windowed import (
     Windowed,
@@ -113,6 +113,9 @@ class RocksDBKeyValueStore:
         self._dirty: dict[Any, Any] = {}  # written since the last drain (None: deleted)
         self._clean: dict[Any, Any] = {}  # read from RocksDB since the last flush
         self._count = count
+        # the tuple and windowed keys of ``_dirty`` by their first element, built when
+        # ``keys_with_first`` first asks (a join looks a key's windows up for every record)
+        self._dirty_index: dict[Any, set[Any]] | None = None
 
     def _db_get(self, key: Any) -> Any:
         raw = self._copy.db.get(self._prefix + _encode_key(key))
@@ -134,13 +137,23 @@ class RocksDBKeyValueStore:
         if self.get(key) is None:
             self._count += 1
         self._dirty[key] = value
+        if self._dirty_index is not None:
+            self._index_dirty(key)
 
     def delete(self, key: Any) -> Any:
         old = self.get(key)
         if old is not None:
             self._count -= 1
         self._dirty[key] = None
+        if self._dirty_index is not None:
+            self._index_dirty(key)
         return old
+
+    def _index_dirty(self, key: Any) -> None:
+        assert self._dirty_index is not None
+        first = first_of(key)
+        if first is not PLAIN_KEYS:
+            self._dirty_index.setdefault(first, set()).add(key)
 
     def _db_items(self) -> Iterator[tuple[Any, Any]]:
         prefix = self._prefix
@@ -171,12 +184,16 @@ class RocksDBKeyValueStore:
                 if not raw_key.startswith(prefix):
                     break
                 keys.add(_decode_key(raw_key[n:]))
-        for k, v in self._dirty.items():
-            if (type(k) is tuple or isinstance(k, Windowed)) and k and k[0] == first:
-                if v is None:
-                    keys.discard(k)
-                else:
-                    keys.add(k)
+        if self._dirty_index is None:
+            self._dirty_index = {}
+            for k in self._dirty:
+                self._index_dirty(k)
+        dirty = self._dirty
+        for k in self._dirty_index.get(first, ()):
+            if dirty[k] is None:
+                keys.discard(k)
+            else:
+                keys.add(k)
         return sorted_keys(keys)
 
     def __len__(self) -> int:
@@ -186,6 +203,7 @@ class RocksDBKeyValueStore:
         """Return the keys written since the last call (``None`` = deleted) and stage them for
         RocksDB (written at the copy's next :meth:`RocksDBTaskState.flush`)."""
         changes, self._dirty = self._dirty, {}
+        self._dirty_index = None
         batch = self._copy.pending()
         prefix = self._prefix
         for k, v in changes.items():

@@ -113,7 +113,8 @@ class _Plain:
         return "<plain keys>"
 
 
-_PLAIN = _Plain()
+#: what :func:`first_of` files a key that is neither a tuple nor windowed under
+PLAIN_KEYS = _Plain()
 
 
 def first_of(key: Any) -> Any:
@@ -127,8 +128,8 @@ def first_of(key: Any) -> Any:
     if t is Windowed:
         return key.key
     if t is tuple or isinstance(key, tuple):
-        return key[0] if key else _PLAIN
-    return _PLAIN
+        return key[0] if key else PLAIN_KEYS
+    return PLAIN_KEYS
 
 
 def in_range(items: Iterable[tuple[Any, Any]], from_key: Any = None,
@@ -183,7 +184,7 @@ class InMemoryKeyValueStore:
             data[key] = value
             if len(data) != n:  # a new key (an update leaves the index as it is)
                 first = first_of(key)
-                if first is not _PLAIN:
+                if first is not PLAIN_KEYS:
                     self._index.setdefault(first, set()).add(key)
         if self.track_changes:
             self._changes[key] = value
@@ -217,7 +218,7 @@ class InMemoryKeyValueStore:
             index: dict[Any, set[Any]] = {}
             for k in self._data:
                 filed = first_of(k)
-                if filed is not _PLAIN:  # plain keys are never asked for
+                if filed is not PLAIN_KEYS:  # plain keys are never asked for
                     index.setdefault(filed, set()).add(k)
             self._index = index
         keys = self._index.get(first)

@@ -171,8 +171,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("first.batch.records", None, "an integer >= 1, or unset",
             "The first batch after a start, growing fourfold per batch up to "
             "max.records.per.batch: early first results for an application that starts behind, "
-            "at some throughput while it catches up. Default: worker.memory.budget.bytes over "
-            "2 KiB a record (262,144), as no batch is measured yet; with no budget, no ramp.",
+            "at some throughput while it catches up. Default, for a topology with state: "
+            "worker.memory.budget.bytes over 2 KiB a record (262,144), as no batch is "
+            "measured yet; without state or without a budget, no ramp.",
             False,
             _integer(1, optional=True)),
     Setting("task.timeout.ms", 300_000, "an integer >= 0",

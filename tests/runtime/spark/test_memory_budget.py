@@ -51,15 +51,22 @@ def test_batches_shrink_to_the_budget_with_exact_results(spark, bootstrap, tmp_p
         assert not limit.exists()
 
 
-@pytest.mark.parametrize(("config", "first"), [
-    ({}, "262144"),  # no batch measured yet: the default budget over 2 KiB a record
-    ({"worker.memory.budget.bytes": 64 * 2**20}, "32768"),
-    ({"worker.memory.budget.bytes": 64 * 2**20, "first.batch.records": 500}, "500"),
-    ({"worker.memory.budget.bytes": 0}, None),  # no budget: batches of the cap from the start
+@pytest.mark.parametrize(("stateful", "config", "first"), [
+    (True, {}, "262144"),  # no batch measured yet: the default budget over 2 KiB a record
+    (True, {"worker.memory.budget.bytes": 64 * 2**20}, "32768"),
+    (True, {"worker.memory.budget.bytes": 64 * 2**20, "first.batch.records": 500}, "500"),
+    (True, {"worker.memory.budget.bytes": 0}, None),  # no budget: the cap from the start
+    (False, {}, None),  # stateless tasks stream their records: the cap from the start
+    (False, {"first.batch.records": 500}, "500"),
 ])
-def test_the_first_batch_after_a_start_is_sized_for_the_budget(tmp_path, config, first):
+def test_the_first_batch_after_a_start_is_sized_for_the_budget(tmp_path, stateful, config,
+                                                                 first):
     b = StreamsBuilder()
-    b.stream("in").map_values(lambda v: v).to("out")
+    stream = b.stream("in")
+    if stateful:
+        stream.group_by_key().count().to_stream().to("out")
+    else:
+        stream.map_values(lambda v: v).to("out")
     app = StreamsApp(b.build(), "first-batch", state_dir=str(tmp_path),
                      config={"bootstrap.servers": "127.0.0.1:9", **config})
     assert app.source_options(app.prepare({"in": 1})).get("first.batch.records") == first

@@ -396,7 +396,9 @@ class StreamsApp:
 
             options["ending.offsets"] = json.dumps(self.end_offsets)
         first = self.config.get("first.batch.records")
-        if first is None:  # sized for the memory budget until a batch is measured
+        if first is None and self.topology.stores:
+            # sized for the memory budget until a batch is measured (stateless tasks stream
+            # their records: their memory does not grow with the batch)
             first = first_batch_records(int(self.config["worker.memory.budget.bytes"]))
         if first is not None:
             options["first.batch.records"] = str(first)

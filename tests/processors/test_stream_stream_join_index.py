@@ -443,6 +443,45 @@ def test_a_join_reads_each_store_whole_once_per_task(monkeypatch):
     assert scans == {name: 2 for name in STORES["outer"]}
 
 
+@pytest.mark.parametrize("catch_up", [False, True])
+def test_the_tasks_of_later_batches_take_over_the_index_of_their_working_copy(
+        monkeypatch, tmp_path, catch_up):
+    """A task of the next micro-batch on the same working copy does not scan the stores
+    again; one whose copy was caught up from another worker's deltas does."""
+    scans: dict[str, int] = {}
+    items = InMemoryKeyValueStore.items
+
+    def counted(self: InMemoryKeyValueStore) -> Iterator[tuple[Any, Any]]:
+        scans[self.name] = scans.get(self.name, 0) + 1
+        return items(self)
+
+    monkeypatch.setattr(InMemoryKeyValueStore, "items", counted)
+    rng = random.Random(6)
+    encode = StreamsConfig({"application.id": "join-index"}).default_key_serde.serialize
+    raws = []
+    for i in range(600):
+        topic = rng.choice(["topic1", "topic2"])
+        raws.append(RawRecord(topic, 0, i, i * 700, encode(topic, rng.randrange(40)),
+                              encode(topic, "v")))
+    batches = [raws[i:i + 100] for i in range(0, 600, 100)]
+    windows = JoinWindows.of_time_difference_and_grace(10_000, 5_000)
+    persistence = FileTaskStatePersistence(str(tmp_path / "state"))
+    workers = Workers()
+    moves = iter(["stay", "aside", "back", "stay", "stay", "stay"] if catch_up
+                 else ["stay"] * 6)
+    try:
+        run_batches("outer", windows, batches, persistence, list(range(6)),
+                    lambda: workers.after(next(moves)))
+    finally:
+        workers.done()
+    # the stores' last read is the test's own (run_batches reads them at the end)
+    built = {name: n - 1 for name, n in scans.items()}
+    if catch_up:  # the first task; the one after the copy set aside; the copy back, caught up
+        assert built == {name: 3 for name in STORES["outer"]}
+    else:
+        assert built == {name: 1 for name in STORES["outer"]}
+
+
 # -- the sorted timestamps ---------------------------------------------------------------
 
 

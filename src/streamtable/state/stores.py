@@ -168,6 +168,9 @@ class InMemoryKeyValueStore:
         self._changes: dict[Any, Any] = {}
         # tuple and windowed keys by their first element, built on first use (for prefix lookups)
         self._index: dict[Any, set[Any]] | None = None
+        # how many deltas were applied by :meth:`restore` (an index kept over the store by its
+        # operators is in step with it while this stays the same)
+        self.restores = 0
 
     def get(self, key: Any) -> Any:
         return self._data.get(key)
@@ -255,6 +258,7 @@ class InMemoryKeyValueStore:
             else:
                 data[k] = v
         self._index = None
+        self.restores += 1
 
 
 class InMemoryStoreBackend:

@@ -27,8 +27,8 @@ key in ``(timestamp, seq)`` order (:class:`JoinWindowStore`), the outer store's 
 side by timestamp (:class:`OuterStore`). A store is written by two operators of the join (a
 window store by its side's :class:`StreamJoinWindow`, read by the other side's join; the outer
 store by both joins), so they share one index object per store and task: the first operator to
-ask creates it and hangs a weak reference to it on the store object, tagged with the task's
-context. Every write goes through that object, which keeps the index in step with the store.
+ask creates it and hangs it on the store object (by a weak reference, if the store does not
+count its restores), tagged with the task's context. Every write goes through that object, which keeps the index in step with the store.
 A Spark task is created anew for every micro-batch, on a working copy of the stores that
 outlives it: its operators take over the index of the task before when nothing else wrote the
 store since (a store counts its ``restores``: a worker's copy caught up from the deltas of

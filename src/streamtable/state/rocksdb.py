@@ -116,7 +116,6 @@ class RocksDBKeyValueStore:
         # the tuple and windowed keys of ``_dirty`` by their first element, built when
         # ``keys_with_first`` first asks (a join looks a key's windows up for every record)
         self._dirty_index: dict[Any, set[Any]] | None = None
-        self.restores = 0  # as an in-memory store's
 
     def _db_get(self, key: Any) -> Any:
         raw = self._copy.db.get(self._prefix + _encode_key(key))
@@ -220,7 +219,6 @@ class RocksDBKeyValueStore:
         keys are known to be absent (a snapshot into an empty store)."""
         if self._dirty:
             raise RuntimeError(f"store {self.name!r}: restore over unflushed writes")
-        self.restores += 1
         batch = self._copy.pending()
         prefix = self._prefix
         if fresh:

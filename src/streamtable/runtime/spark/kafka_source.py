@@ -33,12 +33,12 @@ Options:
 * ``topics.read.first``: topics (comma separated) whose records a batch takes before the
   others' (a global table's, which Kafka Streams restores before processing).
 * ``first.batch.records`` (default unset: every batch may take up to the cap; the application
-  passes its memory budget's first batch, see ``budget.py``): after a start,
-  batches ramp up from this size, four times larger each, to ``max.records.per.batch``, so an
-  application that starts behind shows its first results sooner, at the cost of throughput while
-  it catches up (one more batch per ramp step: at 1,000,000 records the default cap gave
-  ~80k records/s from a sixteenth and ~93k without a ramp, first output ~5 s and ~7 s after the
-  start).
+  passes its memory budget's first batch for a topology with state, see ``budget.py``): after
+  a start, batches ramp up from this size, four times larger each, to ``max.records.per.batch``,
+  so an application that starts behind shows its first results sooner, at the cost of
+  throughput while it catches up (one more batch per ramp step: at 1,000,000 records the
+  default cap gave ~80k records/s from a sixteenth and ~93k without a ramp, first output ~5 s
+  and ~7 s after the start).
 * ``group.id``: if set, the end offsets of completed micro-batches are committed to this
   consumer group (best effort), so ``kafka-consumer-groups``-style lag tools see progress. The
   source never reads its position from the group: Spark's checkpoint is the source of truth.

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.state.stores import PLAIN_KEYS, first_of, sorted_keys
+from streamtable.state.stores import file_by_first, sorted_keys
 from streamtable.state.task_state import TaskState
 from streamtable.state.windowed import (
     Windowed,
@@ -138,7 +138,7 @@ class RocksDBKeyValueStore:
             self._count += 1
         self._dirty[key] = value
         if self._dirty_index is not None:
-            self._index_dirty(key)
+            file_by_first(self._dirty_index, key)
 
     def delete(self, key: Any) -> Any:
         old = self.get(key)
@@ -146,14 +146,8 @@ class RocksDBKeyValueStore:
             self._count -= 1
         self._dirty[key] = None
         if self._dirty_index is not None:
-            self._index_dirty(key)
+            file_by_first(self._dirty_index, key)
         return old
-
-    def _index_dirty(self, key: Any) -> None:
-        assert self._dirty_index is not None
-        first = first_of(key)
-        if first is not PLAIN_KEYS:
-            self._dirty_index.setdefault(first, set()).add(key)
 
     def _db_items(self) -> Iterator[tuple[Any, Any]]:
         prefix = self._prefix
@@ -187,7 +181,7 @@ class RocksDBKeyValueStore:
         if self._dirty_index is None:
             self._dirty_index = {}
             for k in self._dirty:
-                self._index_dirty(k)
+                file_by_first(self._dirty_index, k)
         dirty = self._dirty
         for k in self._dirty_index.get(first, ()):
             if dirty[k] is None:

@@ -113,8 +113,7 @@ class _Plain:
         return "<plain keys>"
 
 
-#: what :func:`first_of` files a key that is neither a tuple nor windowed under
-PLAIN_KEYS = _Plain()
+_PLAIN = _Plain()
 
 
 def first_of(key: Any) -> Any:
@@ -128,8 +127,20 @@ def first_of(key: Any) -> Any:
     if t is Windowed:
         return key.key
     if t is tuple or isinstance(key, tuple):
-        return key[0] if key else PLAIN_KEYS
-    return PLAIN_KEYS
+        return key[0] if key else _PLAIN
+    return _PLAIN
+
+
+def file_by_first(index: dict[Any, set[Any]], key: Any) -> None:
+    """Add a tuple or windowed ``key`` to ``index`` under its first element (a plain key is
+    never asked for by ``keys_with_first``: it is left out).
+
+    >>> index = {}; file_by_first(index, ("AAPL", 1)); file_by_first(index, "x"); index
+    {'AAPL': {('AAPL', 1)}}
+    """
+    first = first_of(key)
+    if first is not _PLAIN:
+        index.setdefault(first, set()).add(key)
 
 
 def in_range(items: Iterable[tuple[Any, Any]], from_key: Any = None,
@@ -186,9 +197,7 @@ class InMemoryKeyValueStore:
             n = len(data)
             data[key] = value
             if len(data) != n:  # a new key (an update leaves the index as it is)
-                first = first_of(key)
-                if first is not PLAIN_KEYS:
-                    self._index.setdefault(first, set()).add(key)
+                file_by_first(self._index, key)
         if self.track_changes:
             self._changes[key] = value
 
@@ -220,9 +229,7 @@ class InMemoryKeyValueStore:
         if self._index is None:
             index: dict[Any, set[Any]] = {}
             for k in self._data:
-                filed = first_of(k)
-                if filed is not PLAIN_KEYS:  # plain keys are never asked for
-                    index.setdefault(filed, set()).add(k)
+                file_by_first(index, k)
             self._index = index
         keys = self._index.get(first)
         if not keys:

@@ -36,11 +36,16 @@ outlives it. On an in-memory copy its operators take over the index of the task 
 nothing else wrote the store since, as the store's own index stays with it (the store counts
 its ``restores``: a worker's copy caught up from the deltas of another worker's batches; a copy
 of a failed attempt is never reused). Otherwise the index is built again, once, on first use:
-a scan of the whole store. A RocksDB store does not count its restores, so every task builds
-its index again: kept, the keys of every join window of every task a worker ran would stay in
-its memory, beside state that RocksDB keeps on disk, and outside the memory budget's measure
-(Nexmark q4 at 10,000,000 events peaked at 5.2 GB with them kept; the scan is a quarter of its
-workers' time).
+a scan of the whole store.
+
+A window store on a store that reads key ranges
+(:class:`~streamtable.state.base.RangeKeyValueStore`: RocksDB, whose keys sort a record key's
+entries by timestamp) has no index: a fetch is one range of the store's keys, a put asks
+whether its timestamp is taken, and the expired records are found by one pass over the
+store's keys per segment. Nothing proportional to the store is then in the worker's memory
+(an index kept over RocksDB stores was most of Nexmark q4's 5.2 GB at 10,000,000 events;
+built per task, its scan was a quarter of the workers' time). The outer store's index is
+built per task on RocksDB (its held records are those of the last window).
 """
 
 from __future__ import annotations
@@ -122,6 +127,8 @@ class JoinWindowStore(_TaskShared):
         # expired records are deleted in one scan per this much stream time (Kafka's segments)
         self.segment = max(retention // 2, 60_000)
         self._keys: dict[Any, list[Any]] | None = None
+        # read by ranges of the store's keys, without an index (see the module)
+        self._ranged = self.restores is None and hasattr(store, "range_with_first")
 
     def _index(self) -> dict[Any, list[Any]]:
         if self._keys is None:
@@ -152,6 +159,14 @@ class JoinWindowStore(_TaskShared):
         self.store.put(META, ((observed, next_cleanup), observed))
         if timestamp <= expired_up_to:
             return False
+        if self._ranged:
+            # expiry drops a timestamp's records together: seq 0 absent, none is there
+            seq = 0
+            if self.store.get((key, timestamp, 0)) is not None:
+                same = self.store.range_with_first(key, (timestamp,), (timestamp, MAX_TIME))
+                seq = same[-1][0][2] + 1
+            self.store.put((key, timestamp, seq), (value, timestamp))
+            return True
         index = self._index()
         of_key = index.get(key)
         at = 0 if of_key is None else bisect_right(of_key, timestamp, key=_TIME)
@@ -169,6 +184,10 @@ class JoinWindowStore(_TaskShared):
     def _delete_expired(self, expired_up_to: int) -> None:
         # a pass over every record key, once per segment: a key in the store has a record of
         # the last retention plus segment, so each record is passed over a few times in all
+        if self._ranged:
+            for k in self.store.keys_with_second_up_to(expired_up_to):
+                self.store.delete(k)
+            return
         index = self._index()
         emptied = []
         for key, of_key in index.items():
@@ -186,6 +205,12 @@ class JoinWindowStore(_TaskShared):
     def fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
         """``(timestamp, value)`` of the records of ``key`` in ``[time_from, time_to]``, in
         timestamp order (duplicates in the order they were put)."""
+        if self._ranged:
+            low = max(time_from, self.observed_time() - self.retention + 1)
+            if low > time_to:
+                return []
+            return [(k[1], v[0]) for k, v in
+                    self.store.range_with_first(key, (low,), (time_to, MAX_TIME))]
         of_key = self._index().get(key)
         if not of_key:
             return []

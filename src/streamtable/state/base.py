@@ -38,6 +38,23 @@ class KeyValueStore(Protocol):
     def __len__(self) -> int: ...
 
 
+class RangeKeyValueStore(KeyValueStore, Protocol):
+    """A store that reads tuple keys ``(first, *ints)`` by range of their 64-bit int elements
+    from where it keeps them (RocksDB: one range of its sorted keys). A join's window store
+    on it is read through these, without an index of the store in the worker's memory.
+    """
+
+    def range_with_first(self, first: Any, low: tuple[int, ...],
+                         high: tuple[int, ...]) -> list[tuple[Any, Any]]:
+        """``(key, value)`` of the keys ``(first, *rest)`` with ``low <= rest <= high``, in
+        key order."""
+        ...
+
+    def keys_with_second_up_to(self, up_to: int) -> list[Any]:
+        """The keys ``(first, second, *ints)`` with ``second <= up_to``, in no order."""
+        ...
+
+
 class StoreBackend(Protocol):
     """Creates the store described by ``spec`` for task ``task_id``."""
 

@@ -51,14 +51,52 @@ _PROTOCOL = 5
 MAX_SLOTS = 16
 
 
+#: how this version lays keys out (kept with a copy: a copy of another layout is rebuilt)
+KEY_FORMAT = 2
+_INTS = 1  # the tag of a tuple key's rest of 64-bit ints (a pickle starts with 0x80)
+_BIAS = 2**63  # ints plus 2**63 are unsigned, so their big-endian bytes order like the ints
+_LENGTH = struct.Struct(">I")
+_FIRST_INT = struct.Struct(">Q")
+
+
+def _first_prefix(first: Any) -> bytes:
+    """What every tuple key with first element ``first`` starts with."""
+    encoded = pickle.dumps(first, _PROTOCOL)
+    return b"T" + _LENGTH.pack(len(encoded)) + encoded
+
+
+def _encode_ints(ints: tuple[int, ...]) -> bytes:
+    return bytes((_INTS,)) + struct.pack(f">{len(ints)}Q", *[i + _BIAS for i in ints])
+
+
+def _encode_rest(rest: tuple[Any, ...]) -> bytes:
+    """A tuple key's elements after the first: 64-bit ints as bytes that sort like them (a
+    key's range of times is then one range of RocksDB keys), anything else pickled."""
+    if all(type(i) is int for i in rest):
+        try:
+            return _encode_ints(rest)
+        except struct.error:  # beyond 64 bits
+            pass
+    return pickle.dumps(rest, _PROTOCOL)
+
+
+def _decode_ints(data: bytes) -> tuple[int, ...]:
+    return tuple(i - _BIAS for i in struct.unpack(f">{(len(data) - 1) // 8}Q", data[1:]))
+
+
 def _encode_key(key: Any) -> bytes:
     """Keys of one store; tuple keys start with their first element's encoding, so that all keys
-    with one first element are one prefix, and so do windowed keys with their key."""
+    with one first element are one prefix, and so do windowed keys with their key.
+
+    >>> _encode_key(("a", 5, 0)) < _encode_key(("a", 5, 1)) < _encode_key(("a", 256, 0))
+    True
+    >>> [_decode_key(_encode_key(k)) for k in [("a", -1, 2**63 - 1), ("a", True), "a", (1,)]]
+    [('a', -1, 9223372036854775807), ('a', True), 'a', (1,)]
+    """
     if isinstance(key, Windowed):
         return b"W" + encode_windowed(key)
     if type(key) is tuple and key:
-        first = pickle.dumps(key[0], _PROTOCOL)
-        return b"T" + struct.pack(">I", len(first)) + first + pickle.dumps(key[1:], _PROTOCOL)
+        return _first_prefix(key[0]) + _encode_rest(key[1:])
     return b"K" + pickle.dumps(key, _PROTOCOL)
 
 
@@ -66,8 +104,10 @@ def _decode_key(data: bytes) -> Any:
     if data[:1] == b"W":
         return decode_windowed(data[1:])
     if data[:1] == b"T":
-        (n,) = struct.unpack(">I", data[1:5])
-        return (pickle.loads(data[5:5 + n]), *pickle.loads(data[5 + n:]))
+        (n,) = _LENGTH.unpack_from(data, 1)
+        rest = data[5 + n:]
+        return (pickle.loads(data[5:5 + n]),
+                *(_decode_ints(rest) if rest[0] == _INTS else pickle.loads(rest)))
     return pickle.loads(data[1:])
 
 
@@ -166,29 +206,85 @@ class RocksDBKeyValueStore:
             if k not in dirty:
                 yield k, v
 
+    def _dirty_with_first(self, first: Any) -> set[Any]:
+        """The keys of ``_dirty`` whose first element (key) is ``first``."""
+        if self._dirty_index is None:
+            self._dirty_index = {}
+            for k in self._dirty:
+                file_by_first(self._dirty_index, k)
+        return self._dirty_index.get(first, set())
+
     def keys_with_first(self, first: Any) -> list[Any]:
         """The tuple (or windowed) keys whose first element (key) is ``first``, in key
         order."""
-        encoded = pickle.dumps(first, _PROTOCOL)
         n = len(self._prefix)
         keys = set()
-        for prefix in (self._prefix + b"T" + struct.pack(">I", len(encoded)) + encoded,
+        for prefix in (self._prefix + _first_prefix(first),
                        self._prefix + b"W" + window_key_prefix(first)):
             for raw_key in self._copy.db.keys(from_key=prefix):
                 if not raw_key.startswith(prefix):
                     break
                 keys.add(_decode_key(raw_key[n:]))
-        if self._dirty_index is None:
-            self._dirty_index = {}
-            for k in self._dirty:
-                file_by_first(self._dirty_index, k)
         dirty = self._dirty
-        for k in self._dirty_index.get(first, ()):
+        for k in self._dirty_with_first(first):
             if dirty[k] is None:
                 keys.discard(k)
             else:
                 keys.add(k)
         return sorted_keys(keys)
+
+    def range_with_first(self, first: Any, low: tuple[int, ...],
+                         high: tuple[int, ...]) -> list[tuple[Any, Any]]:
+        """``(key, value)`` of the tuple keys ``(first, *rest)`` with ``low <= rest <= high``,
+        ``rest`` of 64-bit ints, in key order: one range of RocksDB keys (see
+        :class:`~streamtable.state.base.RangeKeyValueStore`)."""
+        base = self._prefix + _first_prefix(first)
+        high_key = base + _encode_ints(high)
+        at = len(base)
+        found = []
+        # every key between the two bounds starts with their common prefix: base + the tag
+        for raw_key, raw_value in self._copy.db.items(from_key=base + _encode_ints(low)):
+            if raw_key > high_key:
+                break
+            found.append(((first, *_decode_ints(raw_key[at:])), pickle.loads(raw_value)))
+        written = self._dirty_with_first(first)
+        if not written:
+            return found
+        merged = dict(found)
+        dirty = self._dirty
+        for k in written:
+            rest = k[1:]
+            if (type(k) is tuple and all(type(i) is int for i in rest)
+                    and low <= rest <= high):
+                if dirty[k] is None:
+                    merged.pop(k, None)
+                else:
+                    merged[k] = dirty[k]
+        return sorted(merged.items(), key=lambda kv: kv[0][1:])
+
+    def keys_with_second_up_to(self, up_to: int) -> list[Any]:
+        """The tuple keys ``(first, second, ...)`` of 64-bit ints after the first whose
+        second element is at most ``up_to`` (a window store's expired records), in no
+        particular order: a pass over the store's tuple keys that decodes only those."""
+        prefix = self._prefix + b"T"
+        n = len(self._prefix)
+        bound = up_to + _BIAS
+        found = set()
+        for raw_key in self._copy.db.keys(from_key=prefix):
+            if not raw_key.startswith(prefix):
+                break
+            (m,) = _LENGTH.unpack_from(raw_key, n + 1)
+            at = n + 5 + m
+            if (raw_key[at] == _INTS and len(raw_key) >= at + 9
+                    and _FIRST_INT.unpack_from(raw_key, at + 1)[0] <= bound):
+                found.add(_decode_key(raw_key[n:]))
+        for k, v in self._dirty.items():
+            if v is None:
+                found.discard(k)
+            elif (type(k) is tuple and len(k) > 1 and all(type(i) is int for i in k[1:])
+                  and k[1] <= up_to):
+                found.add(k)
+        return list(found)
 
     def __len__(self) -> int:
         return self._count
@@ -258,8 +354,15 @@ class RocksDBTaskState(TaskState):
         db = rocksdict.Rdict(path, _options())
         state = cls(path=path, db=db)
         raw = db.get(_META)
-        if raw is not None:
-            meta = pickle.loads(raw)
+        meta = None if raw is None else pickle.loads(raw)
+        if meta is not None and meta.get("key_format", 1) != KEY_FORMAT:
+            # written by a version that laid keys out otherwise: rebuilt from the durable state
+            log.info("RocksDB copy %s has key format %s, not %s: rebuilding it", path,
+                     meta.get("key_format", 1), KEY_FORMAT)
+            db.close()
+            shutil.rmtree(path, ignore_errors=True)
+            return cls.open(path)
+        if meta is not None:
             state.version = meta["version"]
             state.nonce = meta["nonce"]
             state.stream_time = state.written_stream_time = meta["stream_time"]
@@ -319,6 +422,7 @@ class RocksDBTaskState(TaskState):
         batch = self.pending()
         self._batch = None
         meta = {
+            "key_format": KEY_FORMAT,
             "version": -2 if version is None else version,
             "nonce": "pending" if nonce is None else nonce,
             "stream_time": self.stream_time,

@@ -1,0 +1,96 @@
+"""The RocksDB working copy's range reads (a join window store's fetch and expiry without an
+index in memory): over random puts, deletes and flushes, with the batch's writes still in the
+overlay or already in RocksDB, they answer what filtering all of the store's keys answers. A
+copy written with another key layout is rebuilt, not misread."""
+
+from __future__ import annotations
+
+import pickle
+import random
+from typing import Any
+
+import pytest
+
+from streamtable import Windowed
+
+pytest.importorskip("rocksdict")
+
+from streamtable.state import rocksdb  # noqa: E402
+from streamtable.state.rocksdb import RocksDBTaskState  # noqa: E402
+
+FIRSTS = ["a", "b", 1, ("t", 1)]
+EDGES = [-(2**63), 2**63 - 1]
+
+
+def _random_key(rng: random.Random) -> Any:
+    first = rng.choice(FIRSTS)
+    kind = rng.random()
+    if kind < 0.7:  # a join window store's (key, timestamp, seq): small times hit the bounds
+        return (first, rng.choice([*range(-2, 12), *EDGES]), rng.randint(0, 2))
+    if kind < 0.8:
+        return (first, rng.randint(0, 11))
+    if kind < 0.9:  # not all ints after the first: never in a range
+        return (first, rng.choice(["x", 2.5, 2**64]), 0)
+    return rng.choice([Windowed(first, 3, 5), (first,), "plain"])
+
+
+def _ints_after_first(key: Any) -> bool:
+    return type(key) is tuple and all(type(i) is int and -(2**63) <= i < 2**63
+                                      for i in key[1:])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_range_reads_agree_with_filtering_the_whole_store(seed, tmp_path):
+    rng = random.Random(seed)
+    copy = RocksDBTaskState.open(str(tmp_path / "copy"))
+    store = copy.store("s")
+    data: dict[Any, Any] = {}
+    for step in range(600):
+        key = _random_key(rng)
+        if rng.random() < 0.3:
+            store.delete(key)
+            data.pop(key, None)
+        else:
+            store.put(key, (step, step))
+            data[key] = (step, step)
+        if rng.random() < 0.05:  # the overlay reaches RocksDB
+            store.drain_changes()
+            copy.flush()
+        if rng.random() < 0.2:
+            first = rng.choice(FIRSTS)
+            a, b = sorted(rng.choice([*range(-3, 13), *EDGES]) for _ in range(2))
+            low = (a,) if rng.random() < 0.5 else (a, rng.randint(0, 2))
+            high = (b, rng.randint(0, 2)) if rng.random() < 0.5 else (b, 2**63 - 1)
+            expected = sorted(((k, v) for k, v in data.items()
+                               if _ints_after_first(k) and k[0] == first
+                               and low <= k[1:] <= high), key=lambda kv: kv[0][1:])
+            assert store.range_with_first(first, low, high) == expected
+        if rng.random() < 0.1:
+            up_to = rng.choice([*range(-3, 13), *EDGES])
+            expected_keys = {k for k in data if _ints_after_first(k) and len(k) > 1
+                             and k[1] <= up_to}
+            got = store.keys_with_second_up_to(up_to)
+            assert len(got) == len(expected_keys) and set(got) == expected_keys
+    assert len(store) == len(data)
+    copy.close()
+
+
+def test_a_copy_of_another_key_layout_is_rebuilt(tmp_path):
+    path = str(tmp_path / "copy")
+    copy = RocksDBTaskState.open(path)
+    copy.store("s").put(("a", 5, 0), ("v", 5))
+    copy.store("s").drain_changes()
+    copy.version, copy.nonce = 3, "n"
+    copy.committed()
+    copy.close()
+    reopened = RocksDBTaskState.open(path)
+    assert (reopened.version, reopened.store("s").get(("a", 5, 0))) == (3, ("v", 5))
+    # as the versions before the layout of ints after the first element wrote it
+    meta = pickle.loads(reopened.db.get(rocksdb._META))
+    del meta["key_format"]
+    reopened.db.put(rocksdb._META, pickle.dumps(meta))
+    reopened.close()
+    rebuilt = RocksDBTaskState.open(path)
+    assert rebuilt.version == -2 and len(rebuilt.store("s")) == 0
+    assert rebuilt.store("s").get(("a", 5, 0)) is None
+    rebuilt.close()

@@ -31,6 +31,7 @@ import os
 import pickle
 import shutil
 import struct
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,13 @@ def _encode_rest(rest: tuple[Any, ...]) -> bytes:
 
 def _decode_ints(data: bytes) -> tuple[int, ...]:
     return tuple(i - _BIAS for i in struct.unpack(f">{(len(data) - 1) // 8}Q", data[1:]))
+
+
+def _int_rest(key: Any) -> bool:
+    """Whether ``key`` is a tuple whose elements after the first are 64-bit ints (laid out to
+    sort like them)."""
+    return (type(key) is tuple and len(key) > 0
+            and all(type(i) is int and -_BIAS <= i < _BIAS for i in key[1:]))
 
 
 def _encode_key(key: Any) -> bytes:
@@ -156,6 +164,9 @@ class RocksDBKeyValueStore:
         # the tuple and windowed keys of ``_dirty`` by their first element, built when
         # ``keys_with_first`` first asks (a join looks a key's windows up for every record)
         self._dirty_index: dict[Any, set[Any]] | None = None
+        # the int elements after the first of ``_dirty``'s tuple keys of ints, sorted, by first
+        # element: built when ``range_with_first`` first asks (a join's window store, per record)
+        self._dirty_ranges: dict[Any, list[tuple[int, ...]]] | None = None
 
     def _db_get(self, key: Any) -> Any:
         raw = self._copy.db.get(self._prefix + _encode_key(key))
@@ -176,17 +187,15 @@ class RocksDBKeyValueStore:
             return
         if self.get(key) is None:
             self._count += 1
+        self._written(key)
         self._dirty[key] = value
-        if self._dirty_index is not None:
-            file_by_first(self._dirty_index, key)
 
     def delete(self, key: Any) -> Any:
         old = self.get(key)
         if old is not None:
             self._count -= 1
+        self._written(key)
         self._dirty[key] = None
-        if self._dirty_index is not None:
-            file_by_first(self._dirty_index, key)
         return old
 
     def _db_items(self) -> Iterator[tuple[Any, Any]]:
@@ -205,6 +214,31 @@ class RocksDBKeyValueStore:
         for k, v in self._db_items():
             if k not in dirty:
                 yield k, v
+
+    def _written(self, key: Any) -> None:
+        """Keep the overlay's indexes in step with a write of ``key`` (before it is made)."""
+        if key in self._dirty:
+            return
+        if self._dirty_index is not None:
+            file_by_first(self._dirty_index, key)
+        if self._dirty_ranges is not None and _int_rest(key):
+            insort(self._dirty_ranges.setdefault(key[0], []), key[1:])
+
+    def _dirty_in_range(self, first: Any, low: tuple[int, ...],
+                        high: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """The int elements after ``first`` of ``_dirty``'s keys in ``[low, high]``, sorted."""
+        if self._dirty_ranges is None:
+            ranges: dict[Any, list[tuple[int, ...]]] = {}
+            for k in self._dirty:
+                if _int_rest(k):
+                    ranges.setdefault(k[0], []).append(k[1:])
+            for of_first in ranges.values():
+                of_first.sort()
+            self._dirty_ranges = ranges
+        rests = self._dirty_ranges.get(first)
+        if not rests:
+            return []
+        return rests[bisect_left(rests, low):bisect_right(rests, high)]
 
     def _dirty_with_first(self, first: Any) -> set[Any]:
         """The keys of ``_dirty`` whose first element (key) is ``first``."""
@@ -247,19 +281,17 @@ class RocksDBKeyValueStore:
             if raw_key > high_key:
                 break
             found.append(((first, *_decode_ints(raw_key[at:])), pickle.loads(raw_value)))
-        written = self._dirty_with_first(first)
+        written = self._dirty_in_range(first, low, high)
         if not written:
             return found
         merged = dict(found)
         dirty = self._dirty
-        for k in written:
-            rest = k[1:]
-            if (type(k) is tuple and all(type(i) is int for i in rest)
-                    and low <= rest <= high):
-                if dirty[k] is None:
-                    merged.pop(k, None)
-                else:
-                    merged[k] = dirty[k]
+        for rest in written:
+            k = (first, *rest)
+            if dirty[k] is None:
+                merged.pop(k, None)
+            else:
+                merged[k] = dirty[k]
         return sorted(merged.items(), key=lambda kv: kv[0][1:])
 
     def keys_with_second_up_to(self, up_to: int) -> list[Any]:
@@ -281,8 +313,7 @@ class RocksDBKeyValueStore:
         for k, v in self._dirty.items():
             if v is None:
                 found.discard(k)
-            elif (type(k) is tuple and len(k) > 1 and all(type(i) is int for i in k[1:])
-                  and k[1] <= up_to):
+            elif _int_rest(k) and len(k) > 1 and k[1] <= up_to:
                 found.add(k)
         return list(found)
 
@@ -293,7 +324,7 @@ class RocksDBKeyValueStore:
         """Return the keys written since the last call (``None`` = deleted) and stage them for
         RocksDB (written at the copy's next :meth:`RocksDBTaskState.flush`)."""
         changes, self._dirty = self._dirty, {}
-        self._dirty_index = None
+        self._dirty_index = self._dirty_ranges = None
         batch = self._copy.pending()
         prefix = self._prefix
         for k, v in changes.items():

@@ -66,8 +66,41 @@ def _first_prefix(first: Any) -> bytes:
     return b"T" + _LENGTH.pack(len(encoded)) + encoded
 
 
+_ONE_INT = struct.Struct(">BQ")
+_TWO_INTS = struct.Struct(">BQQ")
+
+
 def _encode_ints(ints: tuple[int, ...]) -> bytes:
+    if len(ints) == 2:  # a window store's (timestamp, seq)
+        return _TWO_INTS.pack(_INTS, ints[0] + _BIAS, ints[1] + _BIAS)
+    if len(ints) == 1:
+        return _ONE_INT.pack(_INTS, ints[0] + _BIAS)
     return bytes((_INTS,)) + struct.pack(f">{len(ints)}Q", *[i + _BIAS for i in ints])
+
+
+def _below(upper: bytes) -> Any:
+    """Read options of an iterator that stops before ``upper``. Without them an iterator
+    positions itself on the next live key after the range, passing over every deletion
+    RocksDB has not compacted away yet: a window store's expired records, in a run of them
+    tens of milliseconds a read. Keep them referenced while the iterator runs: it reads the
+    bound from them, and freed they bound it by whatever is in their place."""
+    import rocksdict
+
+    options = rocksdict.ReadOptions()
+    options.set_iterate_upper_bound(upper)
+    return options
+
+
+def _after_prefix(prefix: bytes) -> bytes:
+    """The least key above every key starting with ``prefix``.
+
+    >>> _after_prefix(b"\\x00\\x01T"), _after_prefix(b"\\x00\\xff")
+    (b'\\x00\\x01U', b'\\x01')
+    """
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:  # a store's prefix is two bytes: the 65,535th store's
+        raise ValueError("no key is above every key starting with 0xff bytes only")
+    return stripped[:-1] + bytes((stripped[-1] + 1,))
 
 
 def _encode_rest(rest: tuple[Any, ...]) -> bytes:
@@ -201,9 +234,8 @@ class RocksDBKeyValueStore:
     def _db_items(self) -> Iterator[tuple[Any, Any]]:
         prefix = self._prefix
         n = len(prefix)
-        for raw_key, raw_value in self._copy.db.items(from_key=prefix):
-            if not raw_key.startswith(prefix):
-                break
+        stop = _below(_after_prefix(prefix))
+        for raw_key, raw_value in self._copy.db.items(from_key=prefix, read_opt=stop):
             yield _decode_key(raw_key[n:]), pickle.loads(raw_value)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
@@ -255,9 +287,8 @@ class RocksDBKeyValueStore:
         keys = set()
         for prefix in (self._prefix + _first_prefix(first),
                        self._prefix + b"W" + window_key_prefix(first)):
-            for raw_key in self._copy.db.keys(from_key=prefix):
-                if not raw_key.startswith(prefix):
-                    break
+            stop = _below(_after_prefix(prefix))
+            for raw_key in self._copy.db.keys(from_key=prefix, read_opt=stop):
                 keys.add(_decode_key(raw_key[n:]))
         dirty = self._dirty
         for k in self._dirty_with_first(first):
@@ -273,13 +304,13 @@ class RocksDBKeyValueStore:
         ``rest`` of 64-bit ints, in key order: one range of RocksDB keys (see
         :class:`~streamtable.state.base.RangeKeyValueStore`)."""
         base = self._prefix + _first_prefix(first)
-        high_key = base + _encode_ints(high)
         at = len(base)
         found = []
-        # every key between the two bounds starts with their common prefix: base + the tag
-        for raw_key, raw_value in self._copy.db.items(from_key=base + _encode_ints(low)):
-            if raw_key > high_key:
-                break
+        # every key between the two bounds starts with their common prefix: base + the tag;
+        # the least key above the high bound is that bound and a zero byte
+        stop = _below(base + _encode_ints(high) + b"\x00")
+        for raw_key, raw_value in self._copy.db.items(from_key=base + _encode_ints(low),
+                                                      read_opt=stop):
             found.append(((first, *_decode_ints(raw_key[at:])), pickle.loads(raw_value)))
         written = self._dirty_in_range(first, low, high)
         if not written:
@@ -302,9 +333,8 @@ class RocksDBKeyValueStore:
         n = len(self._prefix)
         bound = up_to + _BIAS
         found = set()
-        for raw_key in self._copy.db.keys(from_key=prefix):
-            if not raw_key.startswith(prefix):
-                break
+        stop = _below(_after_prefix(prefix))
+        for raw_key in self._copy.db.keys(from_key=prefix, read_opt=stop):
             (m,) = _LENGTH.unpack_from(raw_key, n + 1)
             at = n + 5 + m
             if (raw_key[at] == _INTS and len(raw_key) >= at + 9

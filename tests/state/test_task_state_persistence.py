@@ -265,6 +265,33 @@ def test_a_restarted_worker_reuses_its_rocksdb_copy_without_reading_the_state_ag
     _forget_working_copies()
 
 
+def test_the_next_batch_on_another_worker_opens_the_rocksdb_copy_the_last_commit_wrote(
+        tmp_path: Any) -> None:
+    local = str(tmp_path / "local")
+    p = FileTaskStatePersistence(str(tmp_path / "tasks"), local_dir=local)
+    _run_batch(p, 0, {i: (i, 0) for i in range(1_000)})
+    _run_batch(p, 1, {1: (-1, 1)})
+    # the worker that ran them keeps open what it kept; another worker runs the next batch
+    held = dict(state_module._CACHE)
+    state_module._CACHE.clear()
+    read: list[str] = []
+    original = p.storage.read
+
+    def counting_read(name: str) -> bytes:
+        read.append(name)
+        return original(name)
+
+    p.storage.read = counting_read  # type: ignore[method-assign]
+    try:
+        s = p.checkout(0, 0, 1)
+        assert read == [] and s.store("t").get(1) == (-1, 1) and len(s.store("t")) == 1_000
+        p.checkin(s)
+    finally:
+        for state in held.values():
+            state.close()
+        _forget_working_copies()
+
+
 def test_windowed_keys_are_found_by_their_key_across_batches(location: str, make: Any) -> None:
     """Window and session aggregations look up the windows of a key (keys_with_first); a
     RocksDB working copy finds them among what earlier batches wrote and what this one did."""

@@ -185,8 +185,7 @@ class JoinWindowStore(_TaskShared):
         # a pass over every record key, once per segment: a key in the store has a record of
         # the last retention plus segment, so each record is passed over a few times in all
         if self._ranged:
-            for k in self.store.keys_with_second_up_to(expired_up_to):
-                self.store.delete(k)
+            self.store.delete_with_second_up_to(expired_up_to)
             return
         index = self._index()
         emptied = []

@@ -50,8 +50,8 @@ class RangeKeyValueStore(KeyValueStore, Protocol):
         key order."""
         ...
 
-    def keys_with_second_up_to(self, up_to: int) -> list[Any]:
-        """The keys ``(first, second, *ints)`` with ``second <= up_to``, in no order."""
+    def delete_with_second_up_to(self, up_to: int) -> int:
+        """Delete the keys ``(first, second, *ints)`` with ``second <= up_to``; how many."""
         ...
 
 

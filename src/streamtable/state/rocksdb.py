@@ -9,10 +9,16 @@ reads of the batch go overlay first. The copy records which durable file it refl
 nonce), so the persistence checks it like an in-memory copy and catches it up or rebuilds it.
 
 Each task keeps its copies under ``<directory>/slot-<n>``. RocksDB locks a database to one
-process, so a Python worker takes the first slot no other live process holds: the worker that
-ran the task last finds its own copy open, another worker opens (or creates) another slot and
-catches it up from the durable deltas, and after a restart slot 0 is free again with the state
-it had.
+process, so a Python worker takes the first slot no other live process holds, starting with the
+slot committed last (named in ``latest``). A copy is closed after its commit (see
+:meth:`~streamtable.state.persistence.FileTaskStatePersistence.checkin`), so whichever worker
+runs the task next opens that slot up to date; another slot is opened, and caught up from the
+durable deltas, only while another process holds it. A restarted worker finds its slots on
+disk with the state they had.
+
+A store's int-keyed entries of one first element, ``(key, timestamp, seq)`` in a join's window
+store, lie in RocksDB in the order of their ints, so a key's time range is one range of
+RocksDB's keys (:meth:`RocksDBKeyValueStore.range_with_first`).
 
 >>> import tempfile
 >>> copy = RocksDBTaskState.open(tempfile.mkdtemp())
@@ -184,8 +190,28 @@ def _options() -> Any:
     return options
 
 
+class _Range:
+    """A first element's int-keyed entries as RocksDB holds them: the ints after the first,
+    sorted, and the values."""
+
+    __slots__ = ("rests", "values")
+
+    def __init__(self, rests: list[tuple[int, ...]], values: list[Any]) -> None:
+        self.rests = rests
+        self.values = values
+
+
+_UNREAD = _Range([], [])
+
+
 class RocksDBKeyValueStore:
     """One store inside a task's RocksDB copy (keys under the store's prefix)."""
+
+    #: a first element's entries are kept after a range read if RocksDB has at most this many
+    #: (else each read is a range of RocksDB's keys); the kept entries of all first elements
+    #: are dropped when they reach ``RANGE_CACHE_ENTRIES`` (each first counts one more)
+    RANGE_CACHE_KEYS = 64
+    RANGE_CACHE_ENTRIES = 20_000
 
     def __init__(self, name: str, copy: RocksDBTaskState, prefix: bytes, count: int) -> None:
         self.name = name
@@ -200,6 +226,11 @@ class RocksDBKeyValueStore:
         # the int elements after the first of ``_dirty``'s tuple keys of ints, sorted, by first
         # element: built when ``range_with_first`` first asks (a join's window store, per record)
         self._dirty_ranges: dict[Any, list[tuple[int, ...]]] | None = None
+        # what RocksDB holds of a first element's int-keyed entries, read since the last
+        # flush (None: more than RANGE_CACHE_KEYS of them): a join reads one key's window for
+        # every record of the other side with that key
+        self._ranges: dict[Any, _Range | None] = {}
+        self._ranges_entries = 0
 
     def _db_get(self, key: Any) -> Any:
         raw = self._copy.db.get(self._prefix + _encode_key(key))
@@ -303,15 +334,7 @@ class RocksDBKeyValueStore:
         """``(key, value)`` of the tuple keys ``(first, *rest)`` with ``low <= rest <= high``,
         ``rest`` of 64-bit ints, in key order: one range of RocksDB keys (see
         :class:`~streamtable.state.base.RangeKeyValueStore`)."""
-        base = self._prefix + _first_prefix(first)
-        at = len(base)
-        found = []
-        # every key between the two bounds starts with their common prefix: base + the tag;
-        # the least key above the high bound is that bound and a zero byte
-        stop = _below(base + _encode_ints(high) + b"\x00")
-        for raw_key, raw_value in self._copy.db.items(from_key=base + _encode_ints(low),
-                                                      read_opt=stop):
-            found.append(((first, *_decode_ints(raw_key[at:])), pickle.loads(raw_value)))
+        found = self._db_range(first, low, high)
         written = self._dirty_in_range(first, low, high)
         if not written:
             return found
@@ -325,30 +348,88 @@ class RocksDBKeyValueStore:
                 merged[k] = dirty[k]
         return sorted(merged.items(), key=lambda kv: kv[0][1:])
 
-    def keys_with_second_up_to(self, up_to: int) -> list[Any]:
-        """The tuple keys ``(first, second, ...)`` of 64-bit ints after the first whose
-        second element is at most ``up_to`` (a window store's expired records), in no
-        particular order: a pass over the store's tuple keys that decodes only those."""
+    def _db_range(self, first: Any, low: tuple[int, ...],
+                  high: tuple[int, ...]) -> list[tuple[Any, Any]]:
+        """What RocksDB holds of :meth:`range_with_first`'s answer: from the entries of
+        ``first`` read whole since the last flush, or read by range."""
+        ranges = self._ranges
+        cached = ranges.get(first, _UNREAD)
+        if cached is _UNREAD:
+            if self._ranges_entries >= self.RANGE_CACHE_ENTRIES:
+                ranges.clear()
+                self._ranges_entries = 0
+            cached = ranges[first] = self._read_range(first)
+            self._ranges_entries += 1 + (0 if cached is None else len(cached.rests))
+        if cached is None:
+            return self._read_range_between(first, low, high)
+        rests = cached.rests
+        i, j = bisect_left(rests, low), bisect_right(rests, high)
+        return [((first, *rest), value)
+                for rest, value in zip(rests[i:j], cached.values[i:j], strict=True)]
+
+    def _read_range(self, first: Any) -> _Range | None:
+        """All of ``first``'s int-keyed entries in RocksDB, if at most ``RANGE_CACHE_KEYS``
+        (else None)."""
+        base = self._prefix + _first_prefix(first)
+        at = len(base)
+        stop = _below(base + bytes((_INTS + 1,)))
+        read = _Range([], [])
+        for raw_key, raw_value in self._copy.db.items(from_key=base + bytes((_INTS,)),
+                                                      read_opt=stop):
+            if len(read.rests) == self.RANGE_CACHE_KEYS:
+                return None
+            read.rests.append(_decode_ints(raw_key[at:]))
+            read.values.append(pickle.loads(raw_value))
+        return read
+
+    def _read_range_between(self, first: Any, low: tuple[int, ...],
+                            high: tuple[int, ...]) -> list[tuple[Any, Any]]:
+        base = self._prefix + _first_prefix(first)
+        at = len(base)
+        found = []
+        # every key between the two bounds starts with their common prefix: base + the tag;
+        # the least key above the high bound is that bound and a zero byte
+        stop = _below(base + _encode_ints(high) + b"\x00")
+        for raw_key, raw_value in self._copy.db.items(from_key=base + _encode_ints(low),
+                                                      read_opt=stop):
+            found.append(((first, *_decode_ints(raw_key[at:])), pickle.loads(raw_value)))
+        return found
+
+    def delete_with_second_up_to(self, up_to: int) -> int:
+        """Delete the tuple keys ``(first, second, ...)`` of 64-bit ints after the first whose
+        second element is at most ``up_to`` (a window store's expired records), as
+        :meth:`delete` does but without reading their values; how many. A pass over the
+        store's tuple keys that decodes only those."""
         prefix = self._prefix + b"T"
         n = len(self._prefix)
         bound = up_to + _BIAS
-        found = set()
+        dirty = self._dirty
+        doomed = []
         stop = _below(_after_prefix(prefix))
         for raw_key in self._copy.db.keys(from_key=prefix, read_opt=stop):
             (m,) = _LENGTH.unpack_from(raw_key, n + 1)
             at = n + 5 + m
             if (raw_key[at] == _INTS and len(raw_key) >= at + 9
                     and _FIRST_INT.unpack_from(raw_key, at + 1)[0] <= bound):
-                found.add(_decode_key(raw_key[n:]))
-        for k, v in self._dirty.items():
-            if v is None:
-                found.discard(k)
-            elif _int_rest(k) and len(k) > 1 and k[1] <= up_to:
-                found.add(k)
-        return list(found)
+                key = _decode_key(raw_key[n:])
+                if key not in dirty:  # else as written since: below
+                    doomed.append(key)
+        doomed.extend(k for k, v in dirty.items()
+                      if v is not None and _int_rest(k) and len(k) > 1 and k[1] <= up_to)
+        for key in doomed:
+            self._written(key)
+            dirty[key] = None
+        self._count -= len(doomed)
+        return len(doomed)
 
     def __len__(self) -> int:
         return self._count
+
+    def forget_reads(self) -> None:
+        """Drop what was read from RocksDB (it is about to change)."""
+        self._clean.clear()
+        self._ranges.clear()
+        self._ranges_entries = 0
 
     def drain_changes(self) -> dict[Any, Any]:
         """Return the keys written since the last call (``None`` = deleted) and stage them for
@@ -362,7 +443,7 @@ class RocksDBKeyValueStore:
                 batch.delete(prefix + _encode_key(k))
             else:
                 batch.put(prefix + _encode_key(k), pickle.dumps(v, _PROTOCOL))
-        self._clean.clear()
+        self.forget_reads()
         return changes
 
     def restore(self, items: dict[Any, Any], fresh: bool = False) -> None:
@@ -495,7 +576,7 @@ class RocksDBTaskState(TaskState):
         batch.put(_META, pickle.dumps(meta, _PROTOCOL))
         self.db.write(batch)
         for s in self.stores.values():
-            s._clean.clear()  # type: ignore[attr-defined]
+            s.forget_reads()  # type: ignore[attr-defined]
 
     def committed(self) -> None:
         self.flush(self.version, self.nonce)

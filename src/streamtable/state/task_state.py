@@ -33,6 +33,7 @@ class TaskState:
     location: str = ""  # where the persistence keeps this task's state
     task: tuple[int, int] = (-1, -1)  # (sub-topology, task) when checked out
     listing: list[str] | None = None  # the persistence's file names seen at checkout
+    hand_over: bool = False  # committed by this checkout: closed at checkin if on disk
 
     def store(self, name: str) -> InMemoryKeyValueStore:
         s = self.stores.get(name)

@@ -158,14 +158,13 @@ def test_later_batches_of_an_abandoned_run_do_not_count(location: str, make: Any
 def test_large_state_with_few_changes_is_not_rewritten_every_few_batches(tmp_path: Any,
                                                                        make: Any) -> None:
     p = make(str(tmp_path / "tasks"))
-    _run_batch(p, 0, {i: (i, 0) for i in range(200_000)})  # deltas outweigh an empty state
-    assert [n for n in p.storage.list("0/0") if n.endswith(".snap")]
+    _run_batch(p, 0, {i: (i, 0) for i in range(200_000)})  # a delta that is the whole state
     snaps = []
     for b in range(1, 120):
         _run_batch(p, b, {b: (-b, b)})
-        snaps += [n for n in p.storage.list("0/0")
-                  if n.endswith(".snap") and not n.startswith("000000000000-")]
-    # 200,000 entries against 1,000 entries per small delta: no snapshot for 120 batches
+        snaps += [n for n in p.storage.list("0/0") if n.endswith(".snap")]
+    # 200,000 entries against their first delta and 1,000 entries per small delta: no
+    # snapshot for 120 batches
     assert not snaps
     _forget_working_copies()
     restored = _contents(p, 119)
@@ -226,9 +225,15 @@ def test_snapshot_rule_counts_files_and_entries() -> None:
     s = TaskState()
     for i in range(50_000):
         s.store("t").put(i, (i, 0))
-    s.batches_since_snapshot = 49
+    # three times the state (DELTAS_PER_STATE), each file counted as 1,000 entries
+    s.batches_since_snapshot = 149
     assert not TaskStateStore.should_snapshot(s)
-    s.batches_since_snapshot = 51
+    s.batches_since_snapshot = 151
+    assert TaskStateStore.should_snapshot(s)
+    s.batches_since_snapshot = 100
+    s.delta_entries_since_snapshot = 49_999
+    assert not TaskStateStore.should_snapshot(s)
+    s.delta_entries_since_snapshot = 50_001
     assert TaskStateStore.should_snapshot(s)
 
 

@@ -607,6 +607,7 @@ class _KeptStates:
 
     def checkin(self, state: TaskState) -> None:
         self._states[state.task] = state
+        state.hand_over = False  # kept open: the driver reads it until the next batch
         self._persistence.checkin(state)
 
     def stores(self, name: str) -> list[KeyValueStore]:

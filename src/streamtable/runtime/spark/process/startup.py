@@ -163,7 +163,8 @@ def release_idle_planners(idle_s: float = 1.0, attempts: int = 10) -> list[int]:
     ended: list[int] = []
     for _ in range(attempts):
         before = _processes()
-        candidates = planner_workers(root, before)
+        # one ended may still be exiting: it is not ended twice
+        candidates = [pid for pid in planner_workers(root, before) if pid not in ended]
         if not candidates:
             break
         time.sleep(idle_s)

@@ -109,15 +109,15 @@ def _after_prefix(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes((stripped[-1] + 1,))
 
 
+def _fits(rest: tuple[Any, ...]) -> bool:
+    """Whether a tuple key's elements after the first are laid out as ints: all 64-bit ints."""
+    return all(type(i) is int and -_BIAS <= i < _BIAS for i in rest)
+
+
 def _encode_rest(rest: tuple[Any, ...]) -> bytes:
     """A tuple key's elements after the first: 64-bit ints as bytes that sort like them (a
     key's range of times is then one range of RocksDB keys), anything else pickled."""
-    if all(type(i) is int for i in rest):
-        try:
-            return _encode_ints(rest)
-        except struct.error:  # beyond 64 bits
-            pass
-    return pickle.dumps(rest, _PROTOCOL)
+    return _encode_ints(rest) if _fits(rest) else pickle.dumps(rest, _PROTOCOL)
 
 
 def _decode_ints(data: bytes) -> tuple[int, ...]:
@@ -127,8 +127,7 @@ def _decode_ints(data: bytes) -> tuple[int, ...]:
 def _int_rest(key: Any) -> bool:
     """Whether ``key`` is a tuple whose elements after the first are 64-bit ints (laid out to
     sort like them)."""
-    return (type(key) is tuple and len(key) > 0
-            and all(type(i) is int and -_BIAS <= i < _BIAS for i in key[1:]))
+    return type(key) is tuple and len(key) > 0 and _fits(key[1:])
 
 
 def _encode_key(key: Any) -> bytes:
@@ -370,30 +369,31 @@ class RocksDBKeyValueStore:
     def _read_range(self, first: Any) -> _Range | None:
         """All of ``first``'s int-keyed entries in RocksDB, if at most ``RANGE_CACHE_KEYS``
         (else None)."""
-        base = self._prefix + _first_prefix(first)
-        at = len(base)
-        stop = _below(base + bytes((_INTS + 1,)))
         read = _Range([], [])
-        for raw_key, raw_value in self._copy.db.items(from_key=base + bytes((_INTS,)),
-                                                      read_opt=stop):
+        for rest, value in self._int_entries(first, None, None):
             if len(read.rests) == self.RANGE_CACHE_KEYS:
                 return None
-            read.rests.append(_decode_ints(raw_key[at:]))
-            read.values.append(pickle.loads(raw_value))
+            read.rests.append(rest)
+            read.values.append(value)
         return read
 
     def _read_range_between(self, first: Any, low: tuple[int, ...],
                             high: tuple[int, ...]) -> list[tuple[Any, Any]]:
+        return [((first, *rest), value) for rest, value in self._int_entries(first, low, high)]
+
+    def _int_entries(self, first: Any, low: tuple[int, ...] | None,
+                     high: tuple[int, ...] | None) -> Iterator[tuple[tuple[int, ...], Any]]:
+        """``(rest, value)`` of RocksDB's int-keyed entries of ``first`` with
+        ``low <= rest <= high`` (``None``: all of them), in key order."""
         base = self._prefix + _first_prefix(first)
         at = len(base)
-        found = []
         # every key between the two bounds starts with their common prefix: base + the tag;
         # the least key above the high bound is that bound and a zero byte
-        stop = _below(base + _encode_ints(high) + b"\x00")
-        for raw_key, raw_value in self._copy.db.items(from_key=base + _encode_ints(low),
-                                                      read_opt=stop):
-            found.append(((first, *_decode_ints(raw_key[at:])), pickle.loads(raw_value)))
-        return found
+        start = base + (bytes((_INTS,)) if low is None else _encode_ints(low))
+        stop = _below(base + (bytes((_INTS + 1,)) if high is None
+                              else _encode_ints(high) + b"\x00"))
+        for raw_key, raw_value in self._copy.db.items(from_key=start, read_opt=stop):
+            yield _decode_ints(raw_key[at:]), pickle.loads(raw_value)
 
     def delete_with_second_up_to(self, up_to: int) -> int:
         """Delete the tuple keys ``(first, second, ...)`` of 64-bit ints after the first whose

@@ -3,6 +3,7 @@ and on S3 (a real S3 protocol server: moto's)."""
 
 from __future__ import annotations
 
+import pickle
 import random
 import socket
 from collections.abc import Iterator
@@ -314,3 +315,42 @@ def test_windowed_keys_are_found_by_their_key_across_batches(location: str, make
     assert store.keys_with_first("a") == [("a", 1), Windowed("a", 10, 20), Windowed("a", 30, 40)]
     assert store.get(Windowed("a", 10, 20)) == (1, 10)
     p.checkin(s)
+
+
+def test_a_large_commit_reaches_rocksdb_in_parts_under_a_pending_version(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit's writes are not held in one write batch: each full one is written at once,
+    with a version that matches no durable state until the commit names its own."""
+    from streamtable.state import rocksdb
+
+    monkeypatch.setattr(rocksdb, "WRITE_BATCH_BYTES", 4096)
+    p = FileTaskStatePersistence(str(tmp_path / "tasks"), local_dir=str(tmp_path / "local"))
+    s = p.checkout(0, 0, -1)
+    for i in range(5_000):
+        s.store("t").put(i, (i, 0))
+    s.store("t").drain_changes()
+    meta = pickle.loads(s.db.get(rocksdb._META))
+    written = sum(1 for _ in s.store("t")._db_items())
+    assert meta["version"] == -2 and 4_000 <= written < 5_000
+    s.store("t").put(0, (-1, 0))  # what the commit drains next is still its own
+    p.commit(s, 0)
+    p.checkin(s)
+    _forget_working_copies()
+    contents = _contents(p, 0)
+    assert len(contents) == 5_000 and contents[0] == (-1, 0) and contents[4_999] == (4_999, 0)
+
+
+def test_a_worker_that_died_between_the_parts_of_a_commit_leaves_a_copy_that_is_rebuilt(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamtable.state import rocksdb
+
+    monkeypatch.setattr(rocksdb, "WRITE_BATCH_BYTES", 4096)
+    p = FileTaskStatePersistence(str(tmp_path / "tasks"), local_dir=str(tmp_path / "local"))
+    _run_batch(p, 0, {i: (i, 0) for i in range(100)})
+    _forget_working_copies()
+    s = p.checkout(0, 0, 0)
+    for i in range(5_000):
+        s.store("t").put(i, (-i, 1))
+    s.store("t").drain_changes()  # parts written, the commit never ends
+    s.close()
+    assert _contents(p, 0) == {i: (i, 0) for i in range(100)}

@@ -4,8 +4,10 @@ Python worker's heap, and kept on the machine's disk across batches and restarts
 The durable state stays where the task-state persistence keeps it (deltas and snapshots on the
 shared location); this is the local copy a worker processes against, as Kafka Streams keeps
 RocksDB beside its changelog topics. A batch's writes stay in a small overlay (the changes the
-commit persists) and reach RocksDB at the commit, in one write batch with the copy's version;
-reads of the batch go overlay first. The copy records which durable file it reflects (batch and
+commit persists) and reach RocksDB at the commit, in write batches of at most
+:data:`WRITE_BATCH_BYTES`: the last one writes the copy's version, the ones before it a version
+that matches no durable state (a copy a crash left between them is rebuilt); reads of the batch
+go overlay first. The copy records which durable file it reflects (batch and
 nonce), so the persistence checks it like an in-memory copy and catches it up or rebuilds it.
 
 Each task keeps its copies under ``<directory>/slot-<n>``. RocksDB locks a database to one
@@ -161,6 +163,10 @@ def _decode_key(data: bytes) -> Any:
 #: cache per database, so a worker's memory grew with the tasks it ran; larger: more of the
 #: state's blocks read from memory instead of the disk's page cache
 BLOCK_CACHE_BYTES = 64 * 1024 * 1024
+#: a commit's staged writes are written to RocksDB whenever they reach this many bytes: one
+#: write batch of a whole commit held a copy of every change, encoded (~90-110 MB at the peak
+#: of a Nexmark q4 join task of 260k-390k records); smaller: more, smaller writes
+WRITE_BATCH_BYTES = 8 * 1024 * 1024
 #: bits per key of the databases' Bloom filters (Kafka Streams' RocksDB stores have them too):
 #: a key no file holds, the most frequent read of an aggregation's first record for a key, is
 #: answered without reading that file's blocks (~1% of them still read)
@@ -436,29 +442,36 @@ class RocksDBKeyValueStore:
         RocksDB (written at the copy's next :meth:`RocksDBTaskState.flush`)."""
         changes, self._dirty = self._dirty, {}
         self._dirty_index = self._dirty_ranges = None
-        batch = self._copy.pending()
+        self._stage(changes)
+        self.forget_reads()
+        return changes
+
+    def _stage(self, entries: dict[Any, Any]) -> None:
+        """Stage ``entries`` (None: delete) for RocksDB; each :data:`WRITE_BATCH_BYTES` staged
+        are written at once (see :meth:`RocksDBTaskState.pending`)."""
+        copy = self._copy
+        batch = copy.pending()
         prefix = self._prefix
-        for k, v in changes.items():
+        for n, (k, v) in enumerate(entries.items(), 1):
             if v is None:
                 batch.delete(prefix + _encode_key(k))
             else:
                 batch.put(prefix + _encode_key(k), pickle.dumps(v, _PROTOCOL))
-        self.forget_reads()
-        return changes
+            if not n % 1024:
+                batch = copy.pending()
 
     def restore(self, items: dict[Any, Any], fresh: bool = False) -> None:
         """Apply a delta (``None`` deletes) without recording it as a change. ``fresh``: the
         keys are known to be absent (a snapshot into an empty store)."""
         if self._dirty:
             raise RuntimeError(f"store {self.name!r}: restore over unflushed writes")
-        batch = self._copy.pending()
-        prefix = self._prefix
         if fresh:
-            for k, v in items.items():
-                batch.put(prefix + _encode_key(k), pickle.dumps(v, _PROTOCOL))
+            self._stage(items)
             self._count += len(items)
             self._copy.flush()
             return
+        batch = self._copy.pending()
+        prefix = self._prefix
         db = self._copy.db
         for k, v in items.items():
             raw_key = prefix + _encode_key(k)
@@ -551,6 +564,14 @@ class RocksDBTaskState(TaskState):
         return s  # type: ignore[no-any-return]
 
     def pending(self) -> Any:
+        """The write batch staged writes go to. One that holds :data:`WRITE_BATCH_BYTES` is
+        written first, under a version that matches no durable state (as :meth:`flush`): a
+        commit's writes do not wait in memory for the whole commit."""
+        if self._batch is not None and self._batch.size_in_bytes() >= WRITE_BATCH_BYTES:
+            self.flush()
+        return self._staged()
+
+    def _staged(self) -> Any:
         if self._batch is None:
             import rocksdict
 
@@ -561,7 +582,7 @@ class RocksDBTaskState(TaskState):
         """Write the staged changes, with the copy's version: the given one, or a version
         that matches no durable state until a later flush names it (a crash in between leaves
         a copy that is rebuilt)."""
-        batch = self.pending()
+        batch = self._staged()
         self._batch = None
         meta = {
             "key_format": KEY_FORMAT,

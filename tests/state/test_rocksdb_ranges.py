@@ -18,6 +18,7 @@ pytest.importorskip("rocksdict")
 
 from streamtable.state import rocksdb  # noqa: E402
 from streamtable.state.rocksdb import RocksDBTaskState  # noqa: E402
+from streamtable.state.stores import EXPIRED_UP_TO, InMemoryKeyValueStore  # noqa: E402
 
 FIRSTS = ["a", "b", 1, ("t", 1)]
 EDGES = [-(2**63), 2**63 - 1]
@@ -53,6 +54,14 @@ def test_range_reads_agree_with_filtering_the_whole_store(seed, kept, tmp_path, 
     copy = RocksDBTaskState.open(str(tmp_path / "copy"))
     store = copy.store("s")
     data: dict[Any, Any] = {}
+    # what the drained changes rebuild: the durable state's replicas, in memory and in RocksDB
+    replica = RocksDBTaskState.open(str(tmp_path / "replica"))
+    in_memory = InMemoryKeyValueStore("s")
+
+    def drain() -> None:
+        changes = store.drain_changes()
+        replica.store("s").restore(changes)
+        in_memory.restore(changes)
     for step in range(600):
         key = _random_key(rng)
         if rng.random() < 0.3:
@@ -62,7 +71,7 @@ def test_range_reads_agree_with_filtering_the_whole_store(seed, kept, tmp_path, 
             store.put(key, (step, step))
             data[key] = (step, step)
         if rng.random() < 0.05:  # the overlay reaches RocksDB
-            store.drain_changes()
+            drain()
             copy.flush()
         if rng.random() < 0.2:
             first = rng.choice(FIRSTS)
@@ -82,10 +91,38 @@ def test_range_reads_agree_with_filtering_the_whole_store(seed, kept, tmp_path, 
                 assert store.get(k) is None
             assert len(store) == len(data)
     assert len(store) == len(data)
-    # the deletions are changes like any other: RocksDB holds what the model holds
-    store.drain_changes()
+    # the deletions are changes: RocksDB holds what the model holds, and so does what the
+    # changes rebuild (an expiry is one change, EXPIRED_UP_TO, not a deletion per key)
+    drain()
     copy.flush()
     assert dict(store.items()) == data and len(store) == len(data)
+    assert dict(replica.store("s").items()) == data and len(replica.store("s")) == len(data)
+    assert dict(in_memory.items()) == data
+    copy.close()
+    replica.close()
+
+
+def test_an_expiry_is_one_change_that_a_restore_applies(tmp_path):
+    copy = RocksDBTaskState.open(str(tmp_path / "copy"))
+    store = copy.store("s")
+    for t in range(10):
+        store.put(("a", t, 0), ("old", t))
+    store.put(("a", 2, "x"), ("not ints", 2))
+    store.put("plain", ("plain", 0))
+    store.drain_changes()
+    copy.flush()
+    store.put(("b", 3, 0), ("new, then expired", 3))
+    store.put(("b", 8, 0), ("new", 8))
+    assert store.delete_with_second_up_to(4) == 6
+    changes = store.drain_changes()
+    assert changes == {("b", 8, 0): ("new", 8), EXPIRED_UP_TO: 4}
+    # the delta file's round trip keeps the marker
+    assert pickle.loads(pickle.dumps(changes))[EXPIRED_UP_TO] == 4
+    copy.flush()
+    kept = {("a", t, 0): ("old", t) for t in range(5, 10)}
+    kept.update({("a", 2, "x"): ("not ints", 2), "plain": ("plain", 0),
+                 ("b", 8, 0): ("new", 8)})
+    assert dict(store.items()) == kept and len(store) == len(kept)
     copy.close()
 
 

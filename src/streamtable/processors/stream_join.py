@@ -116,7 +116,9 @@ class _TaskShared:
 class JoinWindowStore(_TaskShared):
     """One side's join window store over a task's key-value store: ``put`` with duplicates,
     ``fetch`` by key and time range, records older than the retention invisible and deleted
-    (through the store, so their deletion is part of the task's state changes).
+    through the store, so their deletion is part of the task's state changes: one change for
+    the whole expiry (:data:`~streamtable.state.stores.EXPIRED_UP_TO`) on the stores that
+    record it so, else a deletion per record.
 
     The index: each record key's store keys in ``(timestamp, seq)`` order.
     """
@@ -189,17 +191,22 @@ class JoinWindowStore(_TaskShared):
             return
         index = self._index()
         emptied = []
+        doomed: list[Any] = []
         for key, of_key in index.items():
             if of_key[0][1] > expired_up_to:
                 continue
             end = bisect_right(of_key, expired_up_to, key=_TIME)
-            for k in of_key[:end]:
-                self.store.delete(k)
+            doomed += of_key[:end]
             del of_key[:end]
             if not of_key:
                 emptied.append(key)
         for key in emptied:
             del index[key]
+        if hasattr(self.store, "delete_expired"):
+            self.store.delete_expired(doomed, expired_up_to)
+        else:
+            for k in doomed:
+                self.store.delete(k)
 
     def fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
         """``(timestamp, value)`` of the records of ``key`` in ``[time_from, time_to]``, in

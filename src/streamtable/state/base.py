@@ -51,7 +51,10 @@ class RangeKeyValueStore(KeyValueStore, Protocol):
         ...
 
     def delete_with_second_up_to(self, up_to: int) -> int:
-        """Delete the keys ``(first, second, *ints)`` with ``second <= up_to``; how many."""
+        """Delete the keys ``(first, second, *ints)`` with ``second <= up_to``; how many. The
+        store's changes record it as one entry,
+        :data:`~streamtable.state.stores.EXPIRED_UP_TO`, which every store's ``restore``
+        applies."""
         ...
 
 

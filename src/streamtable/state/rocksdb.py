@@ -44,7 +44,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.state.stores import file_by_first, sorted_keys
+from streamtable.state.stores import (
+    EXPIRED_UP_TO,
+    all_int64,
+    expired_by,
+    file_by_first,
+    sorted_keys,
+)
 from streamtable.state.task_state import TaskState
 from streamtable.state.windowed import (
     Windowed,
@@ -111,9 +117,8 @@ def _after_prefix(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes((stripped[-1] + 1,))
 
 
-def _fits(rest: tuple[Any, ...]) -> bool:
-    """Whether a tuple key's elements after the first are laid out as ints: all 64-bit ints."""
-    return all(type(i) is int and -_BIAS <= i < _BIAS for i in rest)
+#: whether a tuple key's elements after the first are laid out as ints: all 64-bit ints
+_fits = all_int64
 
 
 def _encode_rest(rest: tuple[Any, ...]) -> bytes:
@@ -236,6 +241,8 @@ class RocksDBKeyValueStore:
         # every record of the other side with that key
         self._ranges: dict[Any, _Range | None] = {}
         self._ranges_entries = 0
+        # the largest expiry since the last drain (recorded as one change, EXPIRED_UP_TO)
+        self._expired_up_to: int | None = None
 
     def _db_get(self, key: Any) -> Any:
         raw = self._copy.db.get(self._prefix + _encode_key(key))
@@ -402,31 +409,46 @@ class RocksDBKeyValueStore:
             yield _decode_ints(raw_key[at:]), pickle.loads(raw_value)
 
     def delete_with_second_up_to(self, up_to: int) -> int:
-        """Delete the tuple keys ``(first, second, ...)`` of 64-bit ints after the first whose
-        second element is at most ``up_to`` (a window store's expired records), as
-        :meth:`delete` does but without reading their values; how many. A pass over the
-        store's tuple keys that decodes only those."""
+        """Delete the keys that :func:`~streamtable.state.stores.expired_by` ``up_to`` (a
+        window store's expired records), as :meth:`delete` would but without reading their
+        values and without a change per key: the store's changes record the expiry once
+        (:data:`~streamtable.state.stores.EXPIRED_UP_TO`); how many. A pass over the
+        store's tuple keys in RocksDB, written at once."""
+        dirty = self._dirty
+        gone = 0
+        for raw_key in self._expired_in_db(up_to):
+            if not dirty or _decode_key(raw_key[len(self._prefix):]) not in dirty:
+                gone += 1  # a key of the overlay counts below
+        batch = self._copy.pending()
+        for k in [k for k in dirty if expired_by(k, up_to)]:
+            if dirty.pop(k) is not None:
+                gone += 1
+            batch.delete(self._prefix + _encode_key(k))
+        self._dirty_index = self._dirty_ranges = None
+        self._count -= gone
+        if self._expired_up_to is None or up_to > self._expired_up_to:
+            self._expired_up_to = up_to
+        self._copy.flush()
+        return gone
+
+    def _expired_in_db(self, up_to: int) -> list[bytes]:
+        """The raw keys in RocksDB that an expiry up to ``up_to`` deletes, their deletion
+        staged."""
         prefix = self._prefix + b"T"
         n = len(self._prefix)
         bound = up_to + _BIAS
-        dirty = self._dirty
-        doomed = []
+        found = []
         stop = _below(_after_prefix(prefix))
         for raw_key in self._copy.db.keys(from_key=prefix, read_opt=stop):
             (m,) = _LENGTH.unpack_from(raw_key, n + 1)
             at = n + 5 + m
             if (raw_key[at] == _INTS and len(raw_key) >= at + 9
                     and _FIRST_INT.unpack_from(raw_key, at + 1)[0] <= bound):
-                key = _decode_key(raw_key[n:])
-                if key not in dirty:  # else as written since: below
-                    doomed.append(key)
-        doomed.extend(k for k, v in dirty.items()
-                      if v is not None and _int_rest(k) and len(k) > 1 and k[1] <= up_to)
-        for key in doomed:
-            self._written(key)
-            dirty[key] = None
-        self._count -= len(doomed)
-        return len(doomed)
+                found.append(raw_key)
+        batch = self._copy.pending()
+        for raw_key in found:
+            batch.delete(raw_key)
+        return found
 
     def __len__(self) -> int:
         return self._count
@@ -444,6 +466,9 @@ class RocksDBKeyValueStore:
         self._dirty_index = self._dirty_ranges = None
         self._stage(changes)
         self.forget_reads()
+        if self._expired_up_to is not None:
+            changes[EXPIRED_UP_TO] = self._expired_up_to
+            self._expired_up_to = None
         return changes
 
     def _stage(self, entries: dict[Any, Any]) -> None:
@@ -470,10 +495,16 @@ class RocksDBKeyValueStore:
             self._count += len(items)
             self._copy.flush()
             return
+        up_to = items.get(EXPIRED_UP_TO)
+        if up_to is not None:
+            self._count -= len(self._expired_in_db(up_to))
+            self._copy.flush()
         batch = self._copy.pending()
         prefix = self._prefix
         db = self._copy.db
         for k, v in items.items():
+            if k is EXPIRED_UP_TO:
+                continue
             raw_key = prefix + _encode_key(k)
             existed = db.get(raw_key) is not None
             if v is None:

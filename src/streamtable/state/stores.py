@@ -23,6 +23,47 @@ if TYPE_CHECKING:
 SUPPORTED_KINDS = ("key-value", "window", "session", "versioned")
 
 
+class _ExpiredUpTo:
+    """The type of :data:`EXPIRED_UP_TO` (one object, also after a pickle's round trip)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "EXPIRED_UP_TO"
+
+    def __repr__(self) -> str:
+        return "EXPIRED_UP_TO"
+
+
+#: The key under which a store's changes record an expiry: ``{EXPIRED_UP_TO: t}`` deletes every
+#: key that :func:`expired_by` ``t`` (a join window's records past their retention): one entry
+#: for a whole expiry instead of a deletion per record, as Kafka Streams drops a window
+#: store's segment without changelog records. A restore applies it before the other entries.
+EXPIRED_UP_TO = _ExpiredUpTo()
+
+_INT64 = 2**63
+
+
+def all_int64(items: Iterable[Any]) -> bool:
+    """Whether every item is an int of 64 bits.
+
+    >>> all_int64((1, -2**63)), all_int64((1, 2**63)), all_int64((1, True))
+    (True, False, False)
+    """
+    return all(type(i) is int and -_INT64 <= i < _INT64 for i in items)
+
+
+def expired_by(key: Any, up_to: int) -> bool:
+    """Whether an expiry up to ``up_to`` deletes ``key``: a tuple ``(first, second, *ints)``
+    whose elements after the first are 64-bit ints, with ``second <= up_to``.
+
+    >>> expired_by(("k", 5, 0), 5), expired_by(("k", 6, 0), 5), expired_by(("k", 5, "x"), 5)
+    (True, False, False)
+    """
+    return (type(key) is tuple and len(key) > 1 and type(key[1]) is int and key[1] <= up_to
+            and all_int64(key[1:]))
+
+
 def check_store_kind(spec: StoreSpec) -> None:
     """Raise for a store kind these stores cannot hold."""
     if spec.kind not in SUPPORTED_KINDS:
@@ -250,6 +291,25 @@ class InMemoryKeyValueStore:
     def __len__(self) -> int:
         return len(self._data)
 
+    def delete_expired(self, keys: Iterable[Any], up_to: int) -> None:
+        """Delete ``keys``: every key of the store that :func:`expired_by` ``up_to`` (a join
+        window's expired records, which its owner keeps an index of), recorded as one change,
+        :data:`EXPIRED_UP_TO`.
+
+        >>> s = InMemoryKeyValueStore("w", track_changes=True)
+        >>> s.put(("k", 5, 0), ("v", 5)); s.put(("k", 9, 0), ("v", 9))
+        >>> s.delete_expired([("k", 5, 0)], 6); s.drain_changes()
+        {('k', 9, 0): ('v', 9), EXPIRED_UP_TO: 6}
+        """
+        data, changes = self._data, self._changes
+        for k in keys:
+            if data.pop(k, None) is not None and self._index is not None:
+                self._unindex(k)
+            if self.track_changes:
+                changes.pop(k, None)
+        if self.track_changes and up_to > changes.get(EXPIRED_UP_TO, up_to - 1):
+            changes[EXPIRED_UP_TO] = up_to
+
     def drain_changes(self) -> dict[Any, Any]:
         """Return and forget the keys written since the last call (``None`` = deleted)."""
         changes, self._changes = self._changes, {}
@@ -259,10 +319,14 @@ class InMemoryKeyValueStore:
         """Apply a delta (``None`` deletes) without recording it as a change (``fresh``: the
         keys are known to be absent)."""
         data = self._data
+        up_to = items.get(EXPIRED_UP_TO)
+        if up_to is not None:
+            for k in [k for k in data if expired_by(k, up_to)]:
+                del data[k]
         for k, v in items.items():
             if v is None:
                 data.pop(k, None)
-            else:
+            elif k is not EXPIRED_UP_TO:
                 data[k] = v
         self._index = None
         self.restores += 1

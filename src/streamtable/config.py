@@ -161,7 +161,7 @@ SETTINGS: tuple[Setting, ...] = (
             "count gives each partition an equal share, and a sparse topic then runs ahead of "
             "a dense one (its records can come late for windows and joins whose grace is "
             "shorter than the gap).", False, _choice("timestamp", "count")),
-    Setting("worker.memory.budget.bytes", 512 * 1024 * 1024, "an integer >= 0",
+    Setting("worker.memory.budget.bytes", 256 * 1024 * 1024, "an integer >= 0",
             "What one Python worker may add to its memory while it runs a task of a "
             "micro-batch (Spark runtime, Linux): after each batch the next one is sized from "
             "the largest growth per record of the last 8 batches measured, never above "
@@ -172,7 +172,7 @@ SETTINGS: tuple[Setting, ...] = (
             "The first batch after a start, growing fourfold per batch up to "
             "max.records.per.batch: early first results for an application that starts behind, "
             "at some throughput while it catches up. Default, for a topology with state: "
-            "worker.memory.budget.bytes over 2 KiB a record (262,144), as no batch is "
+            "worker.memory.budget.bytes over 2 KiB a record (131,072), as no batch is "
             "measured yet; without state or without a budget, no ramp.",
             False,
             _integer(1, optional=True)),

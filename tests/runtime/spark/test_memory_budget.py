@@ -52,7 +52,7 @@ def test_batches_shrink_to_the_budget_with_exact_results(spark, bootstrap, tmp_p
 
 
 @pytest.mark.parametrize(("stateful", "config", "first"), [
-    (True, {}, "262144"),  # no batch measured yet: the default budget over 2 KiB a record
+    (True, {}, "131072"),  # no batch measured yet: the default budget over 2 KiB a record
     (True, {"worker.memory.budget.bytes": 64 * 2**20}, "32768"),
     (True, {"worker.memory.budget.bytes": 64 * 2**20, "first.batch.records": 500}, "500"),
     (True, {"worker.memory.budget.bytes": 0}, None),  # no budget: the cap from the start

@@ -11,7 +11,7 @@ of the last :data:`WINDOW` batches measured, between :data:`MIN_BATCH_RECORDS` a
 ``max.records.per.batch``, growing at most :data:`GROWTH` times a batch while the growth is a
 sizeable part of the budget. The first batch after a start is not measured yet: for a
 topology with state it is sized for :data:`UNMEASURED_BYTES_PER_RECORD` a record
-(:func:`first_batch_records`; 262,144 records at the default 512 MiB), and batches then grow at
+(:func:`first_batch_records`; 131,072 records at the default 256 MiB), and batches then grow at
 most fourfold each until measured (or the last limit written bounds them, on a restart). A
 stateless topology's tasks stream their records, so its first batch takes
 ``max.records.per.batch`` (Nexmark q0 peaked at 1.27 GB in one batch of 1,000,000 records, and
@@ -50,7 +50,7 @@ GROWTH = 4
 WINDOW = 8
 #: the growth per record a first batch is sized for, before any batch was measured: about the
 #: most measured (Nexmark q16's first batch of 1,000,000 records grew a worker by 1.7 GB; its
-#: first of 262,144 by 643 MB, the worker's one-time growth included: 1.26x the default budget)
+#: first of 262,144 by 643 MB, the worker's one-time growth included: 1.26x a 512 MiB budget)
 UNMEASURED_BYTES_PER_RECORD = 2048
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

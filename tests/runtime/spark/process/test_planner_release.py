@@ -37,7 +37,13 @@ def idle_planner() -> Iterator[int]:
                                PLANNER_JOB + "plan_data_source_read"])
     try:
         deadline = time.monotonic() + 30
-        while not (workers := planner_workers(os.getpid(), _processes())):
+        # this one's worker: Spark sessions of earlier tests in this process may have their own
+        while True:
+            procs = _processes()
+            workers = [pid for pid in planner_workers(os.getpid(), procs)
+                       if procs[pid][0] == daemon.pid]
+            if workers:
+                break
             assert time.monotonic() < deadline, "the planner worker did not start"
             time.sleep(0.05)
         assert len(workers) == 1
@@ -65,7 +71,7 @@ def test_an_idle_planner_worker_is_kept_while_a_query_plans_and_ended_after(idle
     finally:
         planning_ends(query)
     assert planning() == 0
-    assert release_idle_planners(idle_s=0.2, attempts=2) == [idle_planner]
+    assert idle_planner in release_idle_planners(idle_s=0.2, attempts=2)
     deadline = time.monotonic() + 10
     while _alive(idle_planner):
         assert time.monotonic() < deadline, "the idle planner worker was not ended"

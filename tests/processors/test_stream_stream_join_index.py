@@ -42,15 +42,17 @@ class OldJoinWindowStore:
         self.retention = retention
         self.segment = max(retention // 2, 60_000)
 
-    def _meta(self) -> tuple[int, int]:
+    def _meta(self) -> tuple[int, int, int]:
         stored = self.store.get(META)
-        return (NO_TIME, NO_TIME) if stored is None else stored[0]
+        return (NO_TIME, NO_TIME, 0) if stored is None else stored[0]
 
     def observed_time(self) -> int:
         return self._meta()[0]
 
     def put(self, key: Any, value: Any, timestamp: int) -> bool:
-        observed, next_cleanup = self._meta()
+        # one change since 6abbb49: a record's seq is the store's next (kept in META), not the
+        # next of its key and timestamp
+        observed, next_cleanup, seq = self._meta()
         observed = max(observed, timestamp)
         expired_up_to = observed - self.retention
         if next_cleanup == NO_TIME or expired_up_to >= next_cleanup:
@@ -58,13 +60,11 @@ class OldJoinWindowStore:
             for k in doomed:
                 self.store.delete(k)
             next_cleanup = expired_up_to + self.segment
-        self.store.put(META, ((observed, next_cleanup), observed))
         if timestamp <= expired_up_to:
+            self.store.put(META, ((observed, next_cleanup, seq), observed))
             return False
-        seq = 0
-        for k in self.store.keys_with_first(key):
-            if k[1] == timestamp:
-                seq = max(seq, k[2] + 1)
+        self.store.put(META, ((observed, next_cleanup, seq + 1), observed))
+        assert all(k[2] < seq for k in self.store.keys_with_first(key))
         self.store.put((key, timestamp, seq), (value, timestamp))
         return True
 
@@ -529,3 +529,50 @@ def test_sorted_times_are_a_sorted_list(seed, monkeypatch):
         i, j = bisect_left(ref, q), bisect_right(ref, q)
         assert times.at_least(q) == (ref[i] if i < len(ref) else None)
         assert times.above(q) == (ref[j] if j < len(ref) else None)
+
+
+# -- the sequence of a window store's records ---------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "rocksdb"])
+def test_a_window_store_of_the_earlier_layout_keeps_its_records_in_order(kind, tmp_path):
+    """A store written before seqs were the store's own (each key and timestamp's records
+    numbered from 0, and the bookkeeping without the next seq) takes later records after them:
+    duplicates come back in the order they were put, and no key is written twice."""
+    if kind == "rocksdb":
+        from streamtable.state.rocksdb import RocksDBTaskState
+
+        copy = RocksDBTaskState.open(str(tmp_path / "copy"))
+        store: Any = copy.store("w")
+    else:
+        store = InMemoryKeyValueStore("w", track_changes=True)
+    store.put(META, ((1_000, 70_000), 1_000))
+    store.put(("k", 1_000, 0), ("a", 1_000))
+    store.put(("k", 1_000, 1), ("b", 1_000))
+    store.put(("k", 900, 0), ("z", 900))
+    window = stream_join.JoinWindowStore(store, object(), retention=10_000)  # type: ignore[arg-type]
+    assert window._ranged == (kind == "rocksdb")
+    assert window.put("k", "c", 1_000) and window.put("k", "d", 1_000)
+    assert window.put("j", "e", 1_000)
+    assert window.fetch("k", 0, 2_000) == [(900, "z"), (1_000, "a"), (1_000, "b"),
+                                            (1_000, "c"), (1_000, "d")]
+    first = stream_join.SEQ_AFTER_UPGRADE
+    assert sorted(k for k, _ in store.items() if k != META) == [
+        ("j", 1_000, first + 2), ("k", 900, 0), ("k", 1_000, 0), ("k", 1_000, 1),
+        ("k", 1_000, first), ("k", 1_000, first + 1)]
+    assert store.get(META)[0] == (1_000, 70_000, first + 3)
+    assert len(store) == 7  # META, three records before, three after
+    if kind == "rocksdb":
+        copy.close()
+
+
+def test_a_window_store_numbers_its_records_in_the_order_they_were_put():
+    store = InMemoryKeyValueStore("w", track_changes=True)
+    window = stream_join.JoinWindowStore(store, object(), retention=10_000)  # type: ignore[arg-type]
+    for key, value, ts in [("k", "a", 5), ("j", "b", 5), ("k", "c", 5), ("k", "d", 3)]:
+        assert window.put(key, value, ts)
+    assert not window.put("k", "late", -20_000)  # older than the retention: no seq taken
+    assert window.put("k", "e", 5)
+    assert sorted(k for k, _ in store.items() if k != META) == [
+        ("j", 5, 1), ("k", 3, 3), ("k", 5, 0), ("k", 5, 2), ("k", 5, 4)]
+    assert window.fetch("k", 0, 10) == [(3, "d"), (5, "a"), (5, "c"), (5, "e")]

@@ -67,6 +67,9 @@ def test_range_reads_agree_with_filtering_the_whole_store(seed, kept, tmp_path, 
         if rng.random() < 0.3:
             store.delete(key)
             data.pop(key, None)
+        elif key not in data and rng.random() < 0.5:  # a key the caller knows is new
+            store.insert(key, (step, step))
+            data[key] = (step, step)
         else:
             store.put(key, (step, step))
             data[key] = (step, step)

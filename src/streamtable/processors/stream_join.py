@@ -2,10 +2,11 @@
 spurious left/outer results, KIP-633).
 
 Each side keeps its records in a join window store: the key ``(key, timestamp, seq)`` holds
-``(value, timestamp)`` (``seq`` tells duplicates apart), and the retention is the join's window
-size plus grace (``before + after + grace``). A record of one side joins every record of the
-other side with the same key whose timestamp lies in ``[ts - before, ts + after]`` (seen from the
-left; mirrored from the right), at the larger of the two timestamps.
+``(value, timestamp)`` (``seq``, the next of the store's own sequence, kept with its
+bookkeeping, tells duplicates apart without reading the store), and the retention is the
+join's window size plus grace (``before + after + grace``). A record of one side joins every
+record of the other side with the same key whose timestamp lies in ``[ts - before, ts + after]``
+(seen from the left; mirrored from the right), at the larger of the two timestamps.
 
 Left and outer joins hold a record that found no partner in the shared outer store
 (``(timestamp, is_left, key) -> ([values], timestamp)``; with ``dsl.store.format=headers`` also
@@ -40,8 +41,8 @@ a scan of the whole store.
 
 A window store on a store that reads key ranges
 (:class:`~streamtable.state.base.RangeKeyValueStore`: RocksDB, whose keys sort a record key's
-entries by timestamp) has no index: a fetch is one range of the store's keys, a put asks
-whether its timestamp is taken, and the expired records are found by one pass over the
+entries by timestamp) has no index: a fetch is one range of the store's keys, a put writes
+without reading, and the expired records are found by one pass over the
 store's keys per segment. Nothing proportional to the store is then in the worker's memory
 (an index kept over RocksDB stores was most of Nexmark q4's 5.2 GB at 10,000,000 events;
 built per task, its scan was a quarter of the workers' time). The outer store's index is
@@ -67,6 +68,9 @@ from streamtable.windowing import JoinWindows
 META = (None,)
 NO_TIME = -1
 MAX_TIME = 2**63 - 1
+# the first seq of a window store kept by a version that numbered each timestamp's records
+# from 0 (far above any of those): its later records sort after them
+SEQ_AFTER_UPGRADE = 2**32
 
 # the store object's attribute holding (a weak reference to) its per-task index
 _SHARED = "_stream_join_index"
@@ -143,44 +147,42 @@ class JoinWindowStore(_TaskShared):
             self._keys = keys
         return self._keys
 
-    def _meta(self) -> tuple[int, int]:
+    def _meta(self) -> tuple[int, int, int]:
+        """(observed time, next expiry, next seq)."""
         stored = self.store.get(META)
-        return (NO_TIME, NO_TIME) if stored is None else stored[0]
+        if stored is None:
+            return NO_TIME, NO_TIME, 0
+        if len(stored[0]) == 2:  # kept by a version that numbered each timestamp's records
+            return (*stored[0], SEQ_AFTER_UPGRADE)
+        return stored[0]  # type: ignore[no-any-return]
 
     def observed_time(self) -> int:
         return self._meta()[0]
 
     def put(self, key: Any, value: Any, timestamp: int) -> bool:
         """Store a record; False when it is already older than the retention (not stored)."""
-        observed, next_cleanup = self._meta()
+        observed, next_cleanup, seq = self._meta()
         observed = max(observed, timestamp)
         expired_up_to = observed - self.retention
         if next_cleanup == NO_TIME or expired_up_to >= next_cleanup:
             self._delete_expired(expired_up_to)
             next_cleanup = expired_up_to + self.segment
-        self.store.put(META, ((observed, next_cleanup), observed))
-        if timestamp <= expired_up_to:
+        late = timestamp <= expired_up_to
+        self.store.put(META, ((observed, next_cleanup, seq if late else seq + 1), observed))
+        if late:
             return False
-        if self._ranged:
-            # expiry drops a timestamp's records together: seq 0 absent, none is there
-            seq = 0
-            if self.store.get((key, timestamp, 0)) is not None:
-                same = self.store.range_with_first(key, (timestamp,), (timestamp, MAX_TIME))
-                seq = same[-1][0][2] + 1
-            self.store.put((key, timestamp, seq), (value, timestamp))
-            return True
-        index = self._index()
-        of_key = index.get(key)
-        at = 0 if of_key is None else bisect_right(of_key, timestamp, key=_TIME)
-        # a duplicate's seq follows the largest of its timestamp's: the last one before it
-        seq = (of_key[at - 1][2] + 1
-               if of_key is not None and at and of_key[at - 1][1] == timestamp else 0)
+        # the store's next seq: no key holds it, and it is larger than any a key holds
         stored = (key, timestamp, seq)
+        if self._ranged:
+            self.store.insert(stored, (value, timestamp))
+            return True
+        index = self._index()  # before the put: an index built now is of the store without it
         self.store.put(stored, (value, timestamp))
+        of_key = index.get(key)
         if of_key is None:
             index[key] = [stored]
         else:
-            of_key.insert(at, stored)
+            of_key.insert(bisect_right(of_key, timestamp, key=_TIME), stored)
         return True
 
     def _delete_expired(self, expired_up_to: int) -> None:

@@ -50,6 +50,11 @@ class RangeKeyValueStore(KeyValueStore, Protocol):
         key order."""
         ...
 
+    def insert(self, key: Any, value: Any) -> None:
+        """Put ``key``, which the caller knows the store does not hold (a join window
+        store's keys carry a sequence number of their own): no read of the store."""
+        ...
+
     def delete_with_second_up_to(self, up_to: int) -> int:
         """Delete the keys ``(first, second, *ints)`` with ``second <= up_to``; how many. The
         store's changes record it as one entry,

@@ -266,6 +266,13 @@ class RocksDBKeyValueStore:
         self._written(key)
         self._dirty[key] = value
 
+    def insert(self, key: Any, value: Any) -> None:
+        """Put ``key``, which the caller knows is not in the store: no read of RocksDB (a
+        point read of an absent key was a tenth of a join's time at 10,000,000 events)."""
+        self._count += 1
+        self._written(key)
+        self._dirty[key] = value
+
     def delete(self, key: Any) -> Any:
         old = self.get(key)
         if old is not None:

@@ -3,8 +3,10 @@ and on S3 (a real S3 protocol server: moto's)."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
+import shutil
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -354,3 +356,34 @@ def test_a_worker_that_died_between_the_parts_of_a_commit_leaves_a_copy_that_is_
     s.store("t").drain_changes()  # parts written, the commit never ends
     s.close()
     assert _contents(p, 0) == {i: (i, 0) for i in range(100)}
+
+
+def test_a_rocksdb_copys_snapshot_is_written_as_rocksdb_keeps_it_and_read_by_any_copy(
+        tmp_path: Any) -> None:
+    """A snapshot of a RocksDB copy holds its entries encoded as RocksDB keeps them (no
+    decoding on the way out); a worker with in-memory copies, and a RocksDB copy rebuilt from
+    the files, read the same state from it."""
+    pytest.importorskip("rocksdict")
+    from streamtable.state.rocksdb import EncodedEntries
+
+    location = str(tmp_path / "tasks")
+    on_disk = FileTaskStatePersistence(location, local_dir=str(tmp_path / "local"))
+    model: dict[Any, Any] = {}
+    for b in range(40):
+        puts = {("k", i % 97, b): (b, i) for i in range(600)}  # grows past the snapshot rule
+        puts.update({i: None for i in range(b)})
+        puts[b] = {"v": b}
+        _run_batch(on_disk, b, puts)
+        model.update(puts)
+        model = {k: v for k, v in model.items() if v is not None}
+    names = sorted(os.listdir(f"{location}/0/0"))
+    snapshot = [n for n in names if n.endswith(".snap")][-1]
+    header, chunks = TaskStateStore(storage_at(location), "0/0")._read(snapshot)
+    kinds = {type(chunk) for _, chunk in chunks}
+    assert kinds == {EncodedEntries}
+    _forget_working_copies()
+    assert _contents(FileTaskStatePersistence(location), 39) == model  # in memory
+    _forget_working_copies()
+    shutil.rmtree(tmp_path / "local")
+    assert _contents(on_disk, 39) == model  # a RocksDB copy rebuilt from the files
+    _forget_working_copies()

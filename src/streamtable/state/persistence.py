@@ -57,6 +57,13 @@ def _chunks(entries: Iterable[tuple[Any, Any]]) -> Iterator[dict[Any, Any]]:
         yield chunk
 
 
+def _whole(store: Any) -> Iterator[Any]:
+    """A store's entries for a snapshot, in chunks: as the store keeps them where it can give
+    them so (RocksDB: :class:`~streamtable.state.rocksdb.EncodedEntries`), else as dicts."""
+    encoded = getattr(store, "encoded_chunks", None)
+    return encoded(CHUNK) if encoded is not None else _chunks(store.items())
+
+
 class _File:
     """One state file: ``<batch>-<nonce>.<kind>``."""
 
@@ -107,14 +114,14 @@ class TaskStateStore:
         return header, chunks()
 
     def _write(self, name: str, header: dict[str, Any],
-               stores: Iterable[tuple[str, Iterable[tuple[Any, Any]]]]) -> None:
+               stores: Iterable[tuple[str, Iterable[Any]]]) -> None:
         """Header, then each store's entries in chunks of ``CHUNK`` (a snapshot of a large
         state is never one object in memory), then an end mark."""
 
         def parts() -> Iterator[bytes]:
             yield pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL)
-            for store_name, entries in stores:
-                for chunk in _chunks(entries):
+            for store_name, chunks in stores:
+                for chunk in chunks:
                     yield pickle.dumps((store_name, chunk), protocol=pickle.HIGHEST_PROTOCOL)
             yield pickle.dumps(None)
 
@@ -208,10 +215,10 @@ class TaskStateStore:
         header = {"batch": batch, "stream_time": state.stream_time}
         if snapshot:
             name = f"{batch:012d}-{nonce}.snap"
-            self._write(name, header, [(n, s.items()) for n, s in state.stores.items()])
+            self._write(name, header, [(n, _whole(s)) for n, s in state.stores.items()])
         else:
             name = f"{batch:012d}-{nonce}.delta"
-            self._write(name, header, changes.items())
+            self._write(name, header, [(n, _chunks(c)) for n, c in changes.items()])
         for old in stale:
             self._remove(old)
         if snapshot:
@@ -229,7 +236,7 @@ class TaskStateStore:
         a new layout); nothing else may be in this task's directory."""
         header = {"batch": batch, "stream_time": state.stream_time}
         self._write(f"{batch:012d}-{secrets.token_hex(8)}.snap", header,
-                    [(n, s.items()) for n, s in state.stores.items()])
+                    [(n, _whole(s)) for n, s in state.stores.items()])
 
     @staticmethod
     def should_snapshot(state: TaskState) -> bool:

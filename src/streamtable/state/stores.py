@@ -317,7 +317,11 @@ class InMemoryKeyValueStore:
 
     def restore(self, items: dict[Any, Any], fresh: bool = False) -> None:
         """Apply a delta (``None`` deletes) without recording it as a change (``fresh``: the
-        keys are known to be absent)."""
+        keys are known to be absent). Entries a RocksDB copy wrote as it keeps them
+        (:class:`~streamtable.state.rocksdb.EncodedEntries`, a snapshot's) are decoded."""
+        decoded = getattr(items, "decoded", None)
+        if decoded is not None:
+            items = decoded()
         data = self._data
         up_to = items.get(EXPIRED_UP_TO)
         if up_to is not None:

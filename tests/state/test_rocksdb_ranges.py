@@ -148,3 +148,37 @@ def test_a_copy_of_another_key_layout_is_rebuilt(tmp_path):
     assert rebuilt.version == -2 and len(rebuilt.store("s")) == 0
     assert rebuilt.store("s").get(("a", 5, 0)) is None
     rebuilt.close()
+
+
+def test_a_copy_written_with_levels_and_compression_opens_and_compacts(tmp_path, monkeypatch):
+    """Copies of the versions before universal compaction and uncompressed blocks (levels,
+    Snappy) open as they are, keep their entries and compact under the options of now."""
+    import rocksdict
+
+    made = rocksdb._options
+
+    def before() -> Any:
+        options = made()
+        options.set_compression_type(rocksdict.DBCompressionType.snappy())
+        options.set_compaction_style(rocksdict.DBCompactionStyle.level())
+        return options
+
+    path = str(tmp_path / "copy")
+    monkeypatch.setattr(rocksdb, "_options", before)
+    copy = RocksDBTaskState.open(path)
+    entries = {("k", t, 0): ("v" * 50, t) for t in range(20_000)}
+    copy.store("s").restore(entries, fresh=True)
+    copy.db.compact_range(None, None)  # files below level 0
+    copy.version, copy.nonce = 1, "n"
+    copy.committed()
+    copy.close()
+    monkeypatch.setattr(rocksdb, "_options", made)
+    reopened = RocksDBTaskState.open(path)
+    assert reopened.version == 1 and dict(reopened.store("s").items()) == entries
+    reopened.store("s").put(("k", -1, 0), ("new", -1))
+    reopened.store("s").drain_changes()
+    reopened.flush(1, "n")
+    reopened.db.compact_range(None, None)
+    assert reopened.store("s").get(("k", -1, 0)) == ("new", -1)
+    assert len(reopened.store("s")) == len(entries) + 1
+    reopened.close()

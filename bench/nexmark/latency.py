@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 import time
 from bisect import bisect_left
@@ -386,6 +387,8 @@ def run_latency(query: str, contender: Contender, args: Any, bootstrap: str,
         tree.join(5)
         proc.stop()
         delete_matching(bootstrap, [run_id])  # the contender's own topics
+        if not args.keep_state:
+            shutil.rmtree(run.state_dir, ignore_errors=True)
     row.peak_rss_mb = round(tree.peak_rss / 2**20, 1)
     row.peak_pss_mb = round(tree.peak_pss / 2**20, 1)
     row.pacer_lag_s = round(lag, 3)

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -183,6 +184,8 @@ def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstra
         log.error("%s on %s: %s: %s; log tail:\n%s", query, contender.name, row.status,
                   row.reason, proc.log_tail(15))
     delete_matching(bootstrap, [run_id])
+    if not args.keep_state:  # a 10,000,000-event query leaves gigabytes of it
+        shutil.rmtree(run.state_dir, ignore_errors=True)
     log.info("%s on %s: %s", query, contender.name, report.one_line(row))
     return row
 
@@ -207,6 +210,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "running then is stopped, and shown with the rate it had reached")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="extra settings for the streamtable app (experiments)")
+    p.add_argument("--keep-state", action="store_true",
+                   help="keep each run's state directory (bench/.data/<run>/state/...) after "
+                        "its query; by default it is deleted once the query is checked")
     p.add_argument("--latency", action="store_true",
                    help="the latency mode instead of throughput (latency.py): the input paced "
                         "at --latency-rate while each contender runs; queries by default "

@@ -104,12 +104,14 @@ def test_a_table_result_counts_from_the_first_receipt_of_its_final_value() -> No
     assert watcher.table == {b"1": (b"[1]", 2.0), b"2": (None, 5.0)}
 
 
+@pytest.mark.slow  # a bench run: the latency mode's harness end to end
 def test_the_bare_loop_paced_live_gives_its_latencies_and_the_reference_result(
         tmp_path, monkeypatch) -> None:
     from streamtable.kafka.broker import EmbeddedBroker
 
     args = types.SimpleNamespace(latency_rate=1_000, latency_seconds=4.0, latency_warmup=1.0,
-                                 rate=RATE, seed=SEED, grace_ms=60_000, config=[])
+                                 rate=RATE, seed=SEED, grace_ms=60_000, config=[],
+                                 keep_state=False)
     run_dir = tmp_path / "nexmark-latency"
     run_dir.mkdir()
     monkeypatch.setattr(latency, "ROOT", tmp_path)

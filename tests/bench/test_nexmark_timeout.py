@@ -35,7 +35,7 @@ def test_a_contender_stopped_at_its_timeout_shows_the_rate_it_had_reached(
         nexmark_input, tmp_path, monkeypatch) -> None:
     bootstrap, bids = nexmark_input["bootstrap"], nexmark_input["counts"]["bid"]
     args = types.SimpleNamespace(events=nexmark_input["events"], timeout=6.0, rate=10_000, seed=42,
-                                 grace_ms=60_000, config=[])  # q1 needs no rate
+                                 grace_ms=60_000, config=[], keep_state=False)  # q1 needs no rate
     run_dir = tmp_path / "nexmark-run"
     run_dir.mkdir()
     monkeypatch.setattr(runner, "ROOT", tmp_path)

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test test-fast test-cluster soak lint demo bench bench-operators bench-nexmark bench-burst clean config-docs docs
+.PHONY: install test test-fast test-slow test-cluster soak lint demo bench bench-operators bench-nexmark bench-burst clean config-docs docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 	$(PY) -m streamtable.cli jvm-archive --if-missing || echo "no class archive: Spark starts without it"
 
+# the tests without Spark in two processes (pytest-xdist), then the Spark tests in one
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not spark and not slow" -n 2
+	$(PY) -m pytest -q -m "spark and not slow"
 
 test-fast: install
 	$(PY) -m pytest -q -m "not spark"
@@ -26,6 +28,11 @@ test-fast: install
 # a real Spark standalone cluster (master, 2 workers sharing no disk) and a moto S3: needs root
 test-cluster: install
 	$(PY) -m pytest -q tests/cluster --run-cluster
+
+# the tests marked slow outside the fault soak: kill -9 of stores of other formats, the JVM
+# class archive's training run, the bench harnesses end to end (a few minutes)
+test-slow: install
+	$(PY) -m pytest -q -m slow --ignore=tests/faults
 
 # faults that take minutes: the broker frozen for a minute mid-run, and kill -9 of the
 # application SOAK_KILLS times in a row (prints kills, batches replayed, records checked,

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # a bench run: make bench-burst's harness end to end
 def test_a_short_burst_run_reports_every_figure_and_the_right_result(tmp_path):
     out = tmp_path / "RESULTS.md"
     proc = subprocess.run(

@@ -177,6 +177,7 @@ def test_headers_through_a_map_and_counts_on_spark_then_read_from_the_restored_s
             assert value[2] is None
 
 
+@pytest.mark.slow  # ~1 min: kill -9 as test_kill_and_restart does, on a headers store
 def test_stored_headers_survive_kill_9_of_streamtable_run(bootstrap: str, tmp_path: Path
                                                           ) -> None:
     rng = random.Random(11)

@@ -106,6 +106,7 @@ def _kill_during(app: Path, bootstrap: str, state: Path) -> None:
     assert final.returncode == 0, err.decode()[-3000:]
 
 
+@pytest.mark.slow  # ~1 min: kill -9 as test_kill_and_restart does, on a versioned store
 def test_kill_9_while_a_versioned_table_builds_and_joins_then_restart(bootstrap, tmp_path):
     """The rates table (a versioned store; updates in and out of order, some refused) is built
     by a run killed with kill -9 after its first micro-batch and restarted; then orders are

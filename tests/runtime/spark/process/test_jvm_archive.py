@@ -33,6 +33,7 @@ def test_the_archive_is_keyed_by_the_java_it_was_made_for(tmp_path, monkeypatch)
     assert jvm_archive.archive_path() != here
 
 
+@pytest.mark.slow  # ~1 min: a training run (make install runs one too)
 @pytest.mark.spark
 def test_a_session_maps_the_archive_the_training_run_made(tmp_path):
     env = {**os.environ, jvm_archive.CACHE_ENV: str(tmp_path)}

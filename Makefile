@@ -23,7 +23,7 @@ test: install
 	$(PY) -m pytest -q -m "spark and not slow"
 
 test-fast: install
-	$(PY) -m pytest -q -m "not spark"
+	$(PY) -m pytest -q -m "not spark and not slow"
 
 # a real Spark standalone cluster (master, 2 workers sharing no disk) and a moto S3: needs root
 test-cluster: install

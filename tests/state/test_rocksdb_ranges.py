@@ -129,6 +129,19 @@ def test_an_expiry_is_one_change_that_a_restore_applies(tmp_path):
     copy.close()
 
 
+def test_no_store_of_a_copy_holds_its_metadata_row(tmp_path):
+    copy = RocksDBTaskState.open(str(tmp_path / "copy"))
+    for n in range(120):  # the 109th store's prefix would be b"\x00m", where b"\x00meta" lies
+        copy.store(f"s{n}").put("k", n)
+        copy.store(f"s{n}").drain_changes()
+    copy.version, copy.nonce = 1, "n"
+    copy.committed()
+    for n in range(120):
+        assert list(copy.store(f"s{n}").items()) == [("k", n)]
+        assert [len(c) for c in copy.store(f"s{n}").encoded_chunks(10)] == [1]
+    copy.close()
+
+
 def test_a_copy_of_another_key_layout_is_rebuilt(tmp_path):
     path = str(tmp_path / "copy")
     copy = RocksDBTaskState.open(path)

@@ -102,12 +102,13 @@ class TaskStateStore:
     def _names(self) -> list[str]:
         return self.storage.list(self.directory)
 
-    def _read(self, name: str) -> tuple[dict[str, Any], Iterator[tuple[str, dict[Any, Any]]]]:
-        """The file's header and its (store, entries) chunks."""
+    def _read(self, name: str) -> tuple[dict[str, Any], Iterator[tuple[str, Any]]]:
+        """The file's header and its (store, entries) chunks: dicts, or a RocksDB copy's
+        snapshot's :class:`~streamtable.state.rocksdb.EncodedEntries`."""
         stream = io.BytesIO(self.storage.read(f"{self.directory}/{name}"))
         header = pickle.load(stream)
 
-        def chunks() -> Iterator[tuple[str, dict[Any, Any]]]:
+        def chunks() -> Iterator[tuple[str, Any]]:
             while (chunk := pickle.load(stream)) is not None:
                 yield chunk
 

@@ -40,7 +40,7 @@ import pickle
 import shutil
 import struct
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +66,9 @@ _PROTOCOL = 5
 MAX_SLOTS = 16
 
 
-#: how this version lays keys out (kept with a copy: a copy of another layout is rebuilt)
+#: how this version lays keys out (kept with a copy: a copy of another layout is rebuilt). Durable
+#: too: a snapshot of a copy holds its keys so (:class:`EncodedEntries`), so a new layout keeps
+#: the decoding of this one in ``_KEY_DECODERS``
 KEY_FORMAT = 2
 _INTS = 1  # the tag of a tuple key's rest of 64-bit ints (a pickle starts with 0x80)
 _BIAS = 2**63  # ints plus 2**63 are unsigned, so their big-endian bytes order like the ints
@@ -190,10 +192,15 @@ class EncodedEntries:
         return EncodedEntries, (self.key_format, self.pairs)
 
     def decoded(self) -> dict[Any, Any]:
-        if self.key_format != KEY_FORMAT:
-            raise ValueError(f"entries of RocksDB key layout {self.key_format}; this version "
-                             f"reads layout {KEY_FORMAT}")
-        return {_decode_key(k): pickle.loads(v) for k, v in self.pairs}
+        decode = _KEY_DECODERS.get(self.key_format)
+        if decode is None:  # a snapshot of a later version's copy
+            raise ValueError(f"a snapshot of RocksDB key layout {self.key_format}: this version "
+                             f"reads layouts {sorted(_KEY_DECODERS)}")
+        return {decode(k): pickle.loads(v) for k, v in self.pairs}
+
+
+#: the key layouts a snapshot may hold, and how each decodes
+_KEY_DECODERS = {KEY_FORMAT: _decode_key}
 
 
 #: the block cache all of a worker's task databases share (bytes): RocksDB's own default is a
@@ -236,6 +243,19 @@ def _options() -> Any:
     options.set_compression_type(rocksdict.DBCompressionType.none())
     options.set_compaction_style(rocksdict.DBCompactionStyle.universal())
     return options
+
+
+def _next_prefix(taken: Iterable[bytes]) -> bytes:
+    """The key prefix of a copy's next store: two bytes after the largest taken, none that
+    ``_META`` starts with (the 109th would: ``b"\\x00m"``).
+
+    >>> _next_prefix([]), _next_prefix([struct.pack(">H", 108)])
+    (b'\\x00\\x01', b'\\x00n')
+    """
+    n = max((struct.unpack(">H", p)[0] for p in taken), default=0) + 1
+    while _META.startswith(struct.pack(">H", n)):
+        n += 1
+    return struct.pack(">H", n)
 
 
 class _Range:
@@ -669,7 +689,7 @@ class RocksDBTaskState(TaskState):
         if s is None:
             prefix = self._prefixes.get(name)
             if prefix is None:
-                prefix = self._prefixes[name] = struct.pack(">H", len(self._prefixes) + 1)
+                prefix = self._prefixes[name] = _next_prefix(self._prefixes.values())
             s = RocksDBKeyValueStore(name, self, prefix, self._counts.get(name, 0))
             self.stores[name] = s
         return s  # type: ignore[no-any-return]

@@ -8,8 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from streamtable.runtime.spark.dataflow import Dataflow
+
+pytestmark = pytest.mark.spark
 
 
 def _counting_flow(spark: Any) -> tuple[Dataflow, Any]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtable.kafka.batch_cut import Found, cut_at_timestamp, split_budget
+from streamtable.kafka.batch_cut import BatchCutter, Found, cut_at_timestamp, split_budget
 
 BASE = 1_436_918_400_000  # timestamps of today's size: the search must not crawl up to them
 
@@ -112,6 +113,25 @@ def test_the_search_takes_about_two_lookups_per_bit_of_the_batchs_time_span() ->
     assert plain.ends == again.ends and plain.lookups <= 2 * 17 + 2
 
 
+def test_from_the_last_cut_and_its_span_a_search_takes_a_few_lookups() -> None:
+    # records every 10 ms on four partitions, a little uneven; each batch 10,000 ms of them
+    rng = random.Random(5)
+    log = FakeLog({p: [BASE + i * 10 + rng.randrange(10) for i in range(20_000)]
+                   for p in "abcd"})
+    ends = {p: 20_000 for p in "abcd"}
+    cutter = BatchCutter(lambda starts, ends, budget: log.lookup)
+    starts = {p: 0 for p in "abcd"}
+    lookups = []
+    for _ in range(8):
+        share = cutter.share(starts, {p: ends[p] - starts[p] for p in "abcd"}, 4_000)
+        lookups.append(cutter.last_lookups)
+        expected = cut_at_timestamp(starts, ends, 4_000, log.lookup)  # no hints
+        assert share == {p: expected.ends[p] - starts[p] for p in "abcd"}
+        starts = {p: starts[p] + share[p] for p in "abcd"}
+    # the first two batches search from nothing and from the last cut; then from its span
+    assert max(lookups[2:]) <= 8, str(lookups)
+
+
 def first_from(data: Mapping[str, list[int | None]], key: str, t: int,
                starts: Mapping[str, int], ends: Mapping[str, int]) -> int:
     """The offset of ``key``'s first record at or after ``t`` in its range (-1: its start)."""
@@ -138,7 +158,8 @@ def test_the_cut_is_the_latest_timestamp_whose_records_fit(
     starts = {k: draw.draw(st.integers(0, len(v))) for k, v in data.items()}
     ends = {k: draw.draw(st.integers(starts[k], len(v))) for k, v in data.items()}
     lower = draw.draw(st.one_of(st.none(), st.integers(BASE - 5, BASE + 70)))
-    cut = cut_at_timestamp(starts, ends, budget, log.lookup, lower=lower)
+    span = draw.draw(st.one_of(st.none(), st.integers(1, 80)))
+    cut = cut_at_timestamp(starts, ends, budget, log.lookup, lower=lower, span=span)
     available = sum(ends[k] - starts[k] for k in data)
     taken = sum(cut.ends[k] - starts[k] for k in data)
     assert taken == min(budget, available)

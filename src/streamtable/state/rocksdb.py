@@ -339,12 +339,17 @@ class RocksDBKeyValueStore:
         self._dirty[key] = None
         return old
 
-    def _db_items(self) -> Iterator[tuple[Any, Any]]:
+    def _raw_items(self) -> Iterator[tuple[bytes, bytes]]:
+        """What RocksDB holds of the store: each key's bytes after the prefix, and its value's."""
         prefix = self._prefix
         n = len(prefix)
-        stop = _below(_after_prefix(prefix))
+        stop = _below(_after_prefix(prefix))  # referenced while the iterator runs
         for raw_key, raw_value in self._copy.db.items(from_key=prefix, read_opt=stop):
-            yield _decode_key(raw_key[n:]), pickle.loads(raw_value)
+            yield raw_key[n:], raw_value
+
+    def _db_items(self) -> Iterator[tuple[Any, Any]]:
+        for raw_key, raw_value in self._raw_items():
+            yield _decode_key(raw_key), pickle.loads(raw_value)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         dirty = self._dirty
@@ -360,12 +365,9 @@ class RocksDBKeyValueStore:
         snapshot's)."""
         if self._dirty or self._copy._batch is not None:
             raise RuntimeError(f"store {self.name!r}: encoded entries before a flush")
-        prefix = self._prefix
-        n = len(prefix)
-        stop = _below(_after_prefix(prefix))  # referenced while the iterator runs
         pairs: list[tuple[bytes, bytes]] = []
-        for raw_key, raw_value in self._copy.db.items(from_key=prefix, read_opt=stop):
-            pairs.append((raw_key[n:], raw_value))
+        for pair in self._raw_items():
+            pairs.append(pair)
             if len(pairs) == size:
                 yield EncodedEntries(KEY_FORMAT, pairs)
                 pairs = []
@@ -554,16 +556,21 @@ class RocksDBKeyValueStore:
         return changes
 
     def _stage(self, entries: dict[Any, Any]) -> None:
-        """Stage ``entries`` (None: delete) for RocksDB; each :data:`WRITE_BATCH_BYTES` staged
+        """Stage ``entries`` (None: delete) for RocksDB."""
+        prefix = self._prefix
+        self._stage_raw((prefix + _encode_key(k), None if v is None else pickle.dumps(v, _PROTOCOL))
+                        for k, v in entries.items())
+
+    def _stage_raw(self, pairs: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Stage RocksDB keys and values (None: delete); each :data:`WRITE_BATCH_BYTES` staged
         are written at once (see :meth:`RocksDBTaskState.pending`)."""
         copy = self._copy
         batch = copy.pending()
-        prefix = self._prefix
-        for n, (k, v) in enumerate(entries.items(), 1):
+        for n, (k, v) in enumerate(pairs, 1):
             if v is None:
-                batch.delete(prefix + _encode_key(k))
+                batch.delete(k)
             else:
-                batch.put(prefix + _encode_key(k), pickle.dumps(v, _PROTOCOL))
+                batch.put(k, v)
             if not n % 1024:
                 batch = copy.pending()
 
@@ -608,15 +615,10 @@ class RocksDBKeyValueStore:
 
     def _restore_encoded(self, items: EncodedEntries) -> None:
         """A snapshot's entries, absent from the store, as they are."""
-        copy = self._copy
-        batch = copy.pending()
         prefix = self._prefix
-        for n, (k, v) in enumerate(items.pairs, 1):
-            batch.put(prefix + k, v)
-            if not n % 1024:
-                batch = copy.pending()
+        self._stage_raw((prefix + k, v) for k, v in items.pairs)
         self._count += len(items)
-        copy.flush()
+        self._copy.flush()
 
 
 @dataclass

@@ -195,3 +195,22 @@ def test_a_copy_written_with_levels_and_compression_opens_and_compacts(tmp_path,
     assert reopened.store("s").get(("k", -1, 0)) == ("new", -1)
     assert len(reopened.store("s")) == len(entries) + 1
     reopened.close()
+
+
+def test_the_inline_layout_of_a_join_key_is_the_general_one() -> None:
+    """A ``(key, timestamp, seq)`` key of 64-bit ints is laid out inline (the join's hot path);
+    it must be byte for byte what the general layout gives, and anything else must not take it."""
+    rng = random.Random(3)
+    edges = [-2**63, -1, 0, 1, 2**63 - 1]
+    firsts: list[Any] = ["a", 7, ("t", 1), None, b"x", 2.5]
+    for _ in range(2_000):
+        t = rng.choice(edges + [rng.randint(-2**63, 2**63 - 1)])
+        seq = rng.choice(edges + [rng.randint(0, 2**40)])
+        key = (rng.choice(firsts), t, seq)
+        general = rocksdb._first_prefix(key[0]) + rocksdb._encode_rest(key[1:])
+        assert rocksdb._encode_key(key) == general
+        assert rocksdb._decode_key(general) == key
+    for odd in [("a", 2**63, 0), ("a", True, 0), ("a", 1, 2.0), ("a", 1, -2**63 - 1)]:
+        encoded = rocksdb._encode_key(odd)
+        assert encoded == rocksdb._first_prefix("a") + pickle.dumps(odd[1:], 5)
+        assert rocksdb._decode_key(encoded) == odd

@@ -57,6 +57,17 @@ def _chunks(entries: Iterable[tuple[Any, Any]]) -> Iterator[dict[Any, Any]]:
         yield chunk
 
 
+def _drain(store: Any) -> tuple[dict[Any, Any], Iterable[Any]]:
+    """A store's changes since the last commit, and their chunks for a delta: as the store
+    encodes them for itself where it does (RocksDB: staged as they are iterated, see
+    :meth:`~streamtable.state.rocksdb.RocksDBKeyValueStore.drain_encoded`), else as dicts."""
+    encoded = getattr(store, "drain_encoded", None)
+    if encoded is not None:
+        return encoded(CHUNK)  # type: ignore[no-any-return]
+    changes = store.drain_changes()
+    return changes, _chunks(changes)
+
+
 def _whole(store: Any) -> Iterator[Any]:
     """A store's entries for a snapshot, in chunks: as the store keeps them where it can give
     them so (RocksDB: :class:`~streamtable.state.rocksdb.EncodedEntries`), else as dicts."""
@@ -192,8 +203,8 @@ class TaskStateStore:
     # -- committing ------------------------------------------------------------------------
     def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]:
         """Persist what ``batch`` changed (or a snapshot), and return the changes per store."""
-        changes = {name: s.drain_changes() for name, s in state.stores.items()}
-        state.flush()
+        drained = {name: _drain(s) for name, s in state.stores.items()}
+        changes = {name: c for name, (c, _) in drained.items()}
         changed = sum(len(c) for c in changes.values())
         state.batches_since_snapshot += 1
         state.delta_entries_since_snapshot += changed
@@ -206,6 +217,11 @@ class TaskStateStore:
         # further before its checkpoint was reset): none of them may count any more
         stale = [n for n in names if n.endswith((".delta", ".snap"))
                  and _File(n).batch >= batch]
+        if snapshot or not changed:  # nothing to write from the chunks: written as they are
+            for _, chunks in drained.values():
+                for _ in chunks:
+                    pass
+            state.flush()
         if not snapshot and not changed and state.stream_time == state.written_stream_time:
             for name in stale:
                 self._remove(name)
@@ -219,7 +235,7 @@ class TaskStateStore:
             self._write(name, header, [(n, _whole(s)) for n, s in state.stores.items()])
         else:
             name = f"{batch:012d}-{nonce}.delta"
-            self._write(name, header, [(n, _chunks(c)) for n, c in changes.items()])
+            self._write(name, header, [(n, chunks) for n, (_, chunks) in drained.items()])
         for old in stale:
             self._remove(old)
         if snapshot:

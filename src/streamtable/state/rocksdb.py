@@ -34,6 +34,7 @@ RocksDB's keys (:meth:`RocksDBKeyValueStore.range_with_first`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import pickle
@@ -148,10 +149,18 @@ def _encode_key(key: Any) -> bytes:
     >>> [_decode_key(_encode_key(k)) for k in [("a", -1, 2**63 - 1), ("a", True), "a", (1,)]]
     [('a', -1, 9223372036854775807), ('a', True), 'a', (1,)]
     """
-    if isinstance(key, Windowed):
+    if type(key) is tuple:
+        if len(key) == 3:  # a join window store's (key, timestamp, seq): inline, a third the time
+            first, t, seq = key
+            if (type(t) is int and type(seq) is int and -_BIAS <= t < _BIAS
+                    and -_BIAS <= seq < _BIAS):
+                encoded = pickle.dumps(first, _PROTOCOL)
+                return (b"T" + _LENGTH.pack(len(encoded)) + encoded
+                        + _TWO_INTS.pack(_INTS, t + _BIAS, seq + _BIAS))
+        if key:
+            return _first_prefix(key[0]) + _encode_rest(key[1:])
+    elif isinstance(key, Windowed):
         return b"W" + encode_windowed(key)
-    if type(key) is tuple and key:
-        return _first_prefix(key[0]) + _encode_rest(key[1:])
     return b"K" + pickle.dumps(key, _PROTOCOL)
 
 
@@ -168,35 +177,49 @@ def _decode_key(data: bytes) -> Any:
 
 class EncodedEntries:
     """Entries of one store as a RocksDB copy keeps them: each key's bytes after the store's
-    prefix and its pickled value, in key order. A snapshot of a copy is written in these, so
-    it neither decodes nor encodes again what RocksDB holds (decoding was two thirds of a
-    snapshot's time: ~15 s of the ~21 s of a Nexmark q4 task's ~775k entries at 10,000,000
-    events). A RocksDB copy of the same key layout restores them as they are; anything else
-    restores :meth:`decoded`.
+    prefix and its pickled value (None: deleted, in a delta). A copy's snapshots and deltas
+    are written in these, so they neither decode nor encode again what RocksDB holds or is
+    given (decoding was two thirds of a snapshot's time: ~15 s of the ~21 s of a Nexmark q4
+    task's ~775k entries at 10,000,000 events; pickling a delta's changes once more after
+    encoding them for RocksDB, a ninth of a join's time). A delta's first chunk of a store
+    carries its expiry (``expired_up_to``, see
+    :data:`~streamtable.state.stores.EXPIRED_UP_TO`), applied before its entries. A RocksDB
+    copy of the same key layout restores them as they are; anything else restores
+    :meth:`decoded`.
 
     >>> chunk = EncodedEntries(KEY_FORMAT, [(_encode_key(("a", 5)), pickle.dumps(1))])
     >>> len(chunk), chunk.decoded()
     (1, {('a', 5): 1})
+    >>> EncodedEntries(KEY_FORMAT, [(_encode_key("b"), None)], expired_up_to=7).decoded()
+    {EXPIRED_UP_TO: 7, 'b': None}
     """
 
-    __slots__ = ("key_format", "pairs")
+    __slots__ = ("key_format", "pairs", "expired_up_to")
 
-    def __init__(self, key_format: int, pairs: list[tuple[bytes, bytes]]) -> None:
+    def __init__(self, key_format: int, pairs: list[tuple[bytes, bytes | None]],
+                 expired_up_to: int | None = None) -> None:
         self.key_format = key_format
         self.pairs = pairs
+        self.expired_up_to = expired_up_to
 
     def __len__(self) -> int:
-        return len(self.pairs)
+        return len(self.pairs) + (self.expired_up_to is not None)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return EncodedEntries, (self.key_format, self.pairs)
+        if self.expired_up_to is None:
+            return EncodedEntries, (self.key_format, self.pairs)
+        return EncodedEntries, (self.key_format, self.pairs, self.expired_up_to)
 
     def decoded(self) -> dict[Any, Any]:
         decode = _KEY_DECODERS.get(self.key_format)
         if decode is None:  # a snapshot of a later version's copy
-            raise ValueError(f"a snapshot of RocksDB key layout {self.key_format}: this version "
+            raise ValueError(f"state of RocksDB key layout {self.key_format}: this version "
                              f"reads layouts {sorted(_KEY_DECODERS)}")
-        return {decode(k): pickle.loads(v) for k, v in self.pairs}
+        entries: dict[Any, Any] = ({} if self.expired_up_to is None
+                                   else {EXPIRED_UP_TO: self.expired_up_to})
+        for k, v in self.pairs:
+            entries[decode(k)] = None if v is None else pickle.loads(v)
+        return entries
 
 
 #: the key layouts a snapshot may hold, and how each decodes
@@ -363,9 +386,9 @@ class RocksDBKeyValueStore:
     def encoded_chunks(self, size: int) -> Iterator[EncodedEntries]:
         """The store's entries, ``size`` at a time, as RocksDB holds them (after a flush: a
         snapshot's)."""
-        if self._dirty or self._copy._batch is not None:
+        if self._dirty or self._copy._batch is not None or self._copy.staging:
             raise RuntimeError(f"store {self.name!r}: encoded entries before a flush")
-        pairs: list[tuple[bytes, bytes]] = []
+        pairs: list[tuple[bytes, bytes | None]] = []
         for pair in self._raw_items():
             pairs.append(pair)
             if len(pairs) == size:
@@ -546,14 +569,40 @@ class RocksDBKeyValueStore:
     def drain_changes(self) -> dict[Any, Any]:
         """Return the keys written since the last call (``None`` = deleted) and stage them for
         RocksDB (written at the copy's next :meth:`RocksDBTaskState.flush`)."""
+        changes, parts = self.drain_encoded(1024)
+        for _ in parts:
+            pass
+        return changes
+
+    def drain_encoded(self, size: int) -> tuple[dict[Any, Any], Iterator[EncodedEntries]]:
+        """Return the keys written since the last call (``None`` = deleted), and the parts
+        that stage them for RocksDB as they are iterated, ``size`` changes a part, each as it
+        was encoded for RocksDB: a delta's file is written from them, so the changes are
+        encoded once. Until the parts were iterated to their end the store is not to be read,
+        and the copy refuses to :meth:`~RocksDBTaskState.flush` (for good, if they never are:
+        a copy whose changes were staged in part must not be recorded as a version)."""
         changes, self._dirty = self._dirty, {}
         self._dirty_index = self._dirty_ranges = None
-        self._stage(changes)
         self.forget_reads()
-        if self._expired_up_to is not None:
-            changes[EXPIRED_UP_TO] = self._expired_up_to
-            self._expired_up_to = None
-        return changes
+        up_to, self._expired_up_to = self._expired_up_to, None
+        if up_to is not None:
+            changes[EXPIRED_UP_TO] = up_to
+        self._copy.staging += 1
+        return changes, self._staged_parts(changes, up_to, size)
+
+    def _staged_parts(self, changes: dict[Any, Any], up_to: int | None,
+                      size: int) -> Iterator[EncodedEntries]:
+        prefix = self._prefix
+        items = ((k, v) for k, v in changes.items() if k is not EXPIRED_UP_TO)
+        while True:
+            pairs = [(_encode_key(k), None if v is None else pickle.dumps(v, _PROTOCOL))
+                     for k, v in itertools.islice(items, size)]
+            if not pairs and up_to is None:
+                break
+            self._stage_raw((prefix + k, v) for k, v in pairs)
+            yield EncodedEntries(KEY_FORMAT, pairs, up_to)
+            up_to = None
+        self._copy.staging -= 1
 
     def _stage(self, entries: dict[Any, Any]) -> None:
         """Stage ``entries`` (None: delete) for RocksDB."""
@@ -579,37 +628,47 @@ class RocksDBKeyValueStore:
         keys are known to be absent (a snapshot into an empty store)."""
         if self._dirty:
             raise RuntimeError(f"store {self.name!r}: restore over unflushed writes")
+        if isinstance(items, EncodedEntries) and items.key_format != KEY_FORMAT:
+            items = items.decoded()
         if isinstance(items, EncodedEntries):
-            if not fresh or items.key_format != KEY_FORMAT:
-                items = items.decoded()
-            else:
+            if fresh:
                 self._restore_encoded(items)
-                return
+            else:
+                self._apply_raw(((self._prefix + k, v) for k, v in items.pairs),
+                                items.expired_up_to)
+            return
         if fresh:
             self._stage(items)
             self._count += len(items)
             self._copy.flush()
             return
-        up_to = items.get(EXPIRED_UP_TO)
+        prefix = self._prefix
+        pairs = ((prefix + _encode_key(k), None if v is None else pickle.dumps(v, _PROTOCOL))
+                 for k, v in items.items() if k is not EXPIRED_UP_TO)
+        self._apply_raw(pairs, items.get(EXPIRED_UP_TO))
+
+    def _apply_raw(self, pairs: Iterable[tuple[bytes, bytes | None]],
+                   up_to: int | None) -> None:
+        """Apply a delta's RocksDB keys and values (None: delete), after its expiry up to
+        ``up_to``, keeping the store's count."""
         if up_to is not None:
             self._count -= len(self._expired_in_db(up_to))
             self._copy.flush()
-        batch = self._copy.pending()
-        prefix = self._prefix
-        db = self._copy.db
-        for k, v in items.items():
-            if k is EXPIRED_UP_TO:
-                continue
-            raw_key = prefix + _encode_key(k)
+        copy = self._copy
+        batch = copy.pending()
+        db = copy.db
+        for n, (raw_key, raw_value) in enumerate(pairs, 1):
+            if not n % 1024:
+                batch = copy.pending()
             existed = db.get(raw_key) is not None
-            if v is None:
+            if raw_value is None:
                 if existed:
                     self._count -= 1
                 batch.delete(raw_key)
             else:
                 if not existed:
                     self._count += 1
-                batch.put(raw_key, pickle.dumps(v, _PROTOCOL))
+                batch.put(raw_key, raw_value)
         # a restore is read back at once (the next delta may touch the same keys)
         self._copy.flush()
 
@@ -617,7 +676,7 @@ class RocksDBKeyValueStore:
         """A snapshot's entries, absent from the store, as they are."""
         prefix = self._prefix
         self._stage_raw((prefix + k, v) for k, v in items.pairs)
-        self._count += len(items)
+        self._count += len(items.pairs)
         self._copy.flush()
 
 
@@ -631,6 +690,9 @@ class RocksDBTaskState(TaskState):
     _batch: Any = None
     _prefixes: dict[str, bytes] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
+    #: how many stores' drained changes are being staged (see
+    #: :meth:`RocksDBKeyValueStore.drain_encoded`): no flush until none
+    staging: int = 0
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -701,7 +763,7 @@ class RocksDBTaskState(TaskState):
         written first, under a version that matches no durable state (as :meth:`flush`): a
         commit's writes do not wait in memory for the whole commit."""
         if self._batch is not None and self._batch.size_in_bytes() >= WRITE_BATCH_BYTES:
-            self.flush()
+            self._write(None, None)
         return self._staged()
 
     def _staged(self) -> Any:
@@ -715,6 +777,12 @@ class RocksDBTaskState(TaskState):
         """Write the staged changes, with the copy's version: the given one, or a version
         that matches no durable state until a later flush names it (a crash in between leaves
         a copy that is rebuilt)."""
+        if self.staging:
+            raise RuntimeError(f"RocksDB copy {self.path}: a flush while a store's drained "
+                               "changes are not all staged")
+        self._write(version, nonce)
+
+    def _write(self, version: int | None, nonce: str | None) -> None:
         batch = self._staged()
         self._batch = None
         meta = {

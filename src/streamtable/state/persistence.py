@@ -279,6 +279,8 @@ _CACHE: dict[str, TaskState] = {}
 _CACHE_LOCK = threading.Lock()
 
 
+
+
 class FileTaskStatePersistence:
     """Task state as delta and snapshot files under ``location`` (a directory or a
     ``pyarrow.fs`` URL; ``<location>/<subtopology>/<task>/``), with each Python worker's working
@@ -304,6 +306,13 @@ class FileTaskStatePersistence:
         # with a local directory, working copies are RocksDB databases there (state bounded by
         # the disk, kept across restarts); without, dicts in the worker's memory
         self.local_dir = local_dir
+
+    def keeps_state(self) -> bool:
+        """Whether this process keeps working copies of these tasks that hold state between
+        batches (in-memory ones: a RocksDB copy is closed after its commit)."""
+        mine = f"{self.location}|"
+        with _CACHE_LOCK:
+            return any(state.entries() for key, state in _CACHE.items() if key.startswith(mine))
 
     def task_store(self, subtopology: int, task_id: int) -> TaskStateStore:
         """The durable state of one task."""

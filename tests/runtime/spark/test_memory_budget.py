@@ -5,10 +5,11 @@ exact."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
-from tests.runtime.spark.kafka_util import new_topics, produce
+from tests.runtime.spark.kafka_util import new_topics, produce, read_all
 
 from streamtable import StreamsBuilder
 from streamtable.runtime.spark import StreamsApp
@@ -70,3 +71,37 @@ def test_the_first_batch_after_a_start_is_sized_for_the_budget(tmp_path, statefu
     app = StreamsApp(b.build(), "first-batch", state_dir=str(tmp_path),
                      config={"bootstrap.servers": "127.0.0.1:9", **config})
     assert app.source_options(app.prepare({"in": 1})).get("first.batch.records") == first
+
+
+def _pids_of_tasks(spark, bootstrap, tmp_path, recycle: int, stateful: bool) -> tuple[int, int]:
+    """(tasks run, distinct Python workers that ran them) of a query of 4 batches of 2
+    partitions whose records carry the pid of the worker that processed them."""
+    src, out = new_topics(bootstrap, 2, "in", "out")
+    b = StreamsBuilder()
+    s = b.stream(src)
+    s.map_values(lambda v: str(os.getpid())).to(out)
+    if stateful:  # an in-memory store: its worker keeps the working copy between batches
+        s.group_by_key().count(materialized="counts")
+    produce(bootstrap, src, [(json.dumps(f"k{i % 50}").encode(), b"1") for i in range(4000)])
+    app = StreamsApp(b.build(), f"recycle-{recycle}-{stateful}-{src}", state_dir=str(tmp_path),
+                     spark=spark,
+                     config={"bootstrap.servers": bootstrap, "max.records.per.batch": 1000,
+                             "worker.memory.budget.bytes": 0,
+                             "worker.memory.recycle.bytes": recycle},
+                     development_broker=True)
+    app.run_until_caught_up(timeout=300)
+    assert app.batches == 4
+    results = read_all(bootstrap, out)
+    assert len(results) == 4000  # nothing lost where a worker ended
+    return app.batches * 2, len({m.value() for m in results})
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measured from /proc")
+def test_a_worker_over_its_memory_limit_is_replaced_after_its_task(spark, bootstrap, tmp_path):
+    tasks, workers = _pids_of_tasks(spark, bootstrap, tmp_path, recycle=1, stateful=False)
+    assert workers == tasks  # every task in a new worker, and every result there
+    tasks, workers = _pids_of_tasks(spark, bootstrap, tmp_path, recycle=0, stateful=False)
+    assert workers < tasks
+    # a worker that keeps in-memory stores' working copies is kept
+    tasks, workers = _pids_of_tasks(spark, bootstrap, tmp_path, recycle=1, stateful=True)
+    assert workers < tasks

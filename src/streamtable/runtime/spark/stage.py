@@ -48,7 +48,7 @@ from streamtable.engine.task import OriginFinder, origin_of
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
 from streamtable.records import Headers, Origin, OutputRecord, RawRecord, RecordRun
-from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory
+from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory, recycle_above
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
 from streamtable.topology.graph import Topology
@@ -590,6 +590,8 @@ class StageRunner:
         if table is not None:
             collector.find_origin = InputOrigins(table, wiring.internal_topics)
         memory = TaskMemory()
+        recycle_above(int(config["worker.memory.recycle.bytes"]),
+                      getattr(self.persistence, "keeps_state", None))
         result = run_task_batch(topology, wiring, self.subtopology, task_id, self.batch_id,
                                 config=config, persistence=self.persistence,
                                 collector=collector, records=records,

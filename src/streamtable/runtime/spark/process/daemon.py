@@ -62,6 +62,32 @@ def quiet_on_closed_connections() -> None:
     pyspark.daemon.worker = worker
 
 
+class WorkerRecycled(Exception):
+    """Raised where PySpark's worker takes the JVM's end of a task (see
+    :func:`recycle_workers_over_limit`)."""
+
+
+def recycle_workers_over_limit() -> None:
+    """A worker over its memory limit after a task (``worker.memory.recycle.bytes``, see
+    :func:`~streamtable.runtime.spark.budget.should_recycle`) ends instead of waiting for the
+    next task. It does so as PySpark's worker ends when the end of a task's stream goes wrong,
+    once the task's results and counts were sent: it tells the JVM that it is not to be reused
+    (the task stays a success) and exits, and Spark forks a new worker for the next task."""
+    from pyspark.messages.spark_message_receiver import SparkMessageReceiver
+
+    from streamtable.runtime.spark.budget import should_recycle
+
+    finish = SparkMessageReceiver.get_finish_signal_from_stream
+
+    def get_finish_signal_from_stream(self: Any) -> None:
+        finish(self)
+        if should_recycle():
+            raise WorkerRecycled
+
+    SparkMessageReceiver.get_finish_signal_from_stream = (  # type: ignore[method-assign]
+        get_finish_signal_from_stream)
+
+
 class YoungGenerationGc:
     """What PySpark's daemon sees as the ``gc`` module: its workers call ``gc.collect()`` after
     every task, a full collection that walks every object the worker holds, the task states it
@@ -97,6 +123,7 @@ if __name__ == "__main__":
     preload()
     quiet_on_closed_connections()
     collect_young_between_tasks()
+    recycle_workers_over_limit()
     from pyspark.daemon import manager
 
     manager()

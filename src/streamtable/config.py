@@ -169,8 +169,8 @@ SETTINGS: tuple[Setting, ...] = (
             "memory, smaller batches (each costs a fixed ~0.3 s); 0: batches sized by "
             "max.records.per.batch alone.", False, _integer(0)),
     Setting("worker.memory.recycle.bytes", 384 * 1024 * 1024, "an integer >= 0",
-            "A Python worker whose resident memory is above this after a task ends, and "
-            "a new one forked from Spark's Python daemon runs the next task (Spark runtime, "
+            "After a task, a Python worker whose resident memory is above this exits, and a "
+            "new one forked from Spark's Python daemon runs the next task (Spark runtime, "
             "Linux; not a worker that keeps in-memory stores' state between batches). A "
             "long-lived worker keeps much of what its tasks freed: after tens of batches 2-4 "
             "times a new worker's memory. Larger: fewer new workers (each opens its Kafka "

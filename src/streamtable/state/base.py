@@ -74,8 +74,10 @@ class TaskStatePersistence(Protocol):
 
     ``checkout(subtopology, task_id, version)`` returns the state after batch ``version``;
     ``commit(state, batch)`` makes what ``batch`` changed durable and returns those changes
-    per store (``None`` = deleted); ``checkin(state)`` hands the working copy back for reuse.
-    Implementations must be picklable: a Spark stage ships them to its executors.
+    per store (``None`` = deleted); ``checkin(state)`` hands the working copy back for reuse;
+    ``keeps_state()`` says whether this process keeps working copies with state between
+    batches (a worker that does is not replaced to free memory). Implementations must be
+    picklable: a Spark stage ships them to its executors.
     """
 
     def checkout(self, subtopology: int, task_id: int, version: int) -> TaskState: ...
@@ -83,3 +85,5 @@ class TaskStatePersistence(Protocol):
     def commit(self, state: TaskState, batch: int) -> dict[str, dict[Any, Any]]: ...
 
     def checkin(self, state: TaskState) -> None: ...
+
+    def keeps_state(self) -> bool: ...

@@ -279,8 +279,6 @@ _CACHE: dict[str, TaskState] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-
-
 class FileTaskStatePersistence:
     """Task state as delta and snapshot files under ``location`` (a directory or a
     ``pyarrow.fs`` URL; ``<location>/<subtopology>/<task>/``), with each Python worker's working

@@ -610,6 +610,9 @@ class _KeptStates:
         state.hand_over = False  # kept open: the driver reads it until the next batch
         self._persistence.checkin(state)
 
+    def keeps_state(self) -> bool:
+        return self._persistence.keeps_state()
+
     def stores(self, name: str) -> list[KeyValueStore]:
         """Store ``name`` of every task holding it, in task order."""
         return [state.stores[name] for _, state in sorted(self._states.items())

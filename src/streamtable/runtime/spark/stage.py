@@ -590,8 +590,7 @@ class StageRunner:
         if table is not None:
             collector.find_origin = InputOrigins(table, wiring.internal_topics)
         memory = TaskMemory()
-        recycle_above(int(config["worker.memory.recycle.bytes"]),
-                      getattr(self.persistence, "keeps_state", None))
+        recycle_above(int(config["worker.memory.recycle.bytes"]), self.persistence.keeps_state)
         result = run_task_batch(topology, wiring, self.subtopology, task_id, self.batch_id,
                                 config=config, persistence=self.persistence,
                                 collector=collector, records=records,

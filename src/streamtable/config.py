@@ -172,9 +172,10 @@ SETTINGS: tuple[Setting, ...] = (
             "After a task, a Python worker whose resident memory is above this exits, and a "
             "new one forked from Spark's Python daemon runs the next task (Spark runtime, "
             "Linux; not a worker that keeps in-memory stores' state between batches). A "
-            "long-lived worker keeps much of what its tasks freed: after tens of batches 2-4 "
-            "times a new worker's memory. Larger: fewer new workers (each opens its Kafka "
-            "clients again), more memory kept; 0: workers live as long as Spark keeps them.",
+            "long-lived worker keeps much of what its tasks freed: after tens of batches 3-6 "
+            "times a new worker's memory at a task's start. Larger: fewer new workers (each "
+            "opens its Kafka clients again), more memory kept; 0: workers live as long as "
+            "Spark keeps them.",
             False, _integer(0)),
     Setting("first.batch.records", None, "an integer >= 1, or unset",
             "The first batch after a start, growing fourfold per batch up to "

@@ -23,11 +23,11 @@ Where ``/proc`` does not tell (not Linux), tasks report nothing and batches keep
 
 ``worker.memory.recycle.bytes`` bounds what a worker keeps between tasks: memory a task freed
 is not all given back to the system (Python's and the C libraries' allocators keep it for later
-allocations), so a worker reused for tens of batches held 2-4 times what a new one holds
-(Nexmark q18 at 10,000,000 events: 0.45-0.65 GB at the start of a task, against 0.11-0.14 GB
-in a new worker). A task leaves :func:`recycle_above` its limit; after its results are sent, a
-worker above it ends (see :func:`should_recycle` and the daemon), and Spark forks a new one from
-its daemon for the next task.
+allocations), so a worker reused for tens of batches held 3-6 times what a new one holds at a
+task's start (Nexmark q18 at 10,000,000 events: 0.45-0.67 GB, against 0.11-0.14 GB in a new
+worker). A task leaves :func:`recycle_above` its limit; after its results are sent, a worker
+above it ends (see :func:`should_recycle` and the daemon), and Spark forks a new one from its
+daemon for the next task.
 
 >>> BatchSizer(budget=300 * 2**20, cap=1_000_000).next(1_000_000, 900 * 2**20)
 333333

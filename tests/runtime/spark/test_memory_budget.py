@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -26,6 +27,16 @@ def test_a_task_measures_how_much_its_process_grew():
     growth = memory.growth()
     assert growth is not None and growth >= 60 * 2**20
     del held
+
+
+def test_a_workers_first_task_reports_its_growth_apart():
+    # in a process of its own, as a worker forked from the daemon: no task measured before
+    code = ("from streamtable.runtime.spark.budget import TaskMemory\n"
+            "print([TaskMemory().key for _ in range(3)])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["['worker.memory.first-growth',", "'worker.memory.growth',",
+                           "'worker.memory.growth']"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measured from /proc")

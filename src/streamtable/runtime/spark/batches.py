@@ -25,7 +25,7 @@ from streamtable.config import StreamsConfig
 from streamtable.engine.ports import OutputWriter, ServingStore, TaskStatePersistence
 from streamtable.kafka.ranges import OffsetRange, RangeReader
 from streamtable.runtime.spark import dataflow, rounds
-from streamtable.runtime.spark.budget import GROWTH_KEY, BatchSizer, largest_growth
+from streamtable.runtime.spark.budget import BatchSizer, is_growth_key, largest_growth
 from streamtable.runtime.spark.offsets import batch_ranges
 from streamtable.runtime.spark.plan import QueryPlan, StagePlan
 from streamtable.runtime.spark.stage import (
@@ -139,7 +139,7 @@ class MicroBatches:
         self.last_batch_seconds = time.monotonic() - started
         task_counts = Counter(counts.value)
         growth = largest_growth(task_counts)
-        for key in [k for k in task_counts if k.startswith(GROWTH_KEY + ":")]:
+        for key in [k for k in task_counts if is_growth_key(k)]:
             del task_counts[key]
         self.metrics.record_batch(self.last_batch_seconds, task_counts)
         self._size_next_batch(self.metrics.last_batch_records, growth)

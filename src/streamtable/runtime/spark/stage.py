@@ -48,7 +48,7 @@ from streamtable.engine.task import OriginFinder, origin_of
 from streamtable.engine.wiring import Wiring, wire
 from streamtable.kafka.ranges import RangeReader
 from streamtable.records import Headers, Origin, OutputRecord, RawRecord, RecordRun
-from streamtable.runtime.spark.budget import GROWTH_KEY, TaskMemory, recycle_above
+from streamtable.runtime.spark.budget import TaskMemory, recycle_above
 from streamtable.serving.codec import encode_key, encode_value
 from streamtable.serving.metrics import DEAD_LETTERED, DROPPED, RECORDS_IN, RECORDS_OUT
 from streamtable.topology.graph import Topology
@@ -604,7 +604,7 @@ class StageRunner:
         if self.metrics is not None:
             counts = _task_counts(result, wiring.internal_topics, collector)
             if (growth := memory.growth()) is not None:
-                counts[f"{GROWTH_KEY}:{self.subtopology}-{task_id}"] = growth
+                counts[f"{memory.key}:{self.subtopology}-{task_id}"] = growth
             self.metrics.add(counts)
         return batches
 

@@ -14,7 +14,12 @@ from tests.runtime.spark.kafka_util import new_topics, produce, read_all
 
 from streamtable import StreamsBuilder
 from streamtable.runtime.spark import StreamsApp
-from streamtable.runtime.spark.budget import MIN_BATCH_RECORDS, TaskMemory
+from streamtable.runtime.spark.budget import (
+    FIRST_GROWTH_KEY,
+    GROWTH_KEY,
+    MIN_BATCH_RECORDS,
+    TaskMemory,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -32,11 +37,10 @@ def test_a_task_measures_how_much_its_process_grew():
 def test_a_workers_first_task_reports_its_growth_apart():
     # in a process of its own, as a worker forked from the daemon: no task measured before
     code = ("from streamtable.runtime.spark.budget import TaskMemory\n"
-            "print([TaskMemory().key for _ in range(3)])")
+            "print(*[TaskMemory().key for _ in range(3)])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.split() == ["['worker.memory.first-growth',", "'worker.memory.growth',",
-                           "'worker.memory.growth']"]
+    assert out.split() == [FIRST_GROWTH_KEY, GROWTH_KEY, GROWTH_KEY]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measured from /proc")

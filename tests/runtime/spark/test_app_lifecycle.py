@@ -50,13 +50,27 @@ def test_run_until_caught_up_stops_and_unregisters(spark, bootstrap, tmp_path):
     assert not app.is_running and id(spark) not in _LISTENERS
 
 
-def test_idle_planner_workers_end_once_a_query_runs_and_the_next_query_starts(
+def test_idle_planners_end_once_a_query_runs_and_the_next_query_starts(
         spark, bootstrap, tmp_path):
-    """Spark's data source planners keep a forked worker idle for a minute: the first batch
-    ends them, and a query started after that plans with new ones."""
+    """Spark's data source planners keep a forked worker idle for a minute, and the daemons
+    they fork from for the session's life: the first batch ends both, and a query started
+    after that plans with new ones."""
     import os
 
-    from streamtable.runtime.spark.process.startup import _processes, planner_workers
+    from streamtable.runtime.spark.process.startup import (
+        PLANNER_JOB,
+        _processes,
+        planner_workers,
+    )
+
+    def planners() -> list[str]:  # Spark's planner daemons and workers under this process
+        procs = _processes()
+        mine = {os.getpid()}
+        for pid in sorted(procs):  # parents start before their children
+            if procs[pid][0] in mine:
+                mine.add(pid)
+        return [procs[p][1] for p in sorted(mine)
+                if "pyspark.daemon" in procs[p][1] and PLANNER_JOB in procs[p][1]]
 
     wc = load_app("examples/word_count/app.py")
     config = {k: v for k, v in wc.config.items() if k.startswith("default.")}
@@ -69,7 +83,8 @@ def test_idle_planner_workers_end_once_a_query_runs_and_the_next_query_starts(
         app.run_until_caught_up(timeout=120)
         assert app.store("counts-store").to_dict() == {"a": 2, "b": 1}
         deadline = time.monotonic() + 10
-        while planner_workers(os.getpid(), _processes()) and time.monotonic() < deadline:
+        while planners() and time.monotonic() < deadline:
             time.sleep(0.2)
         procs = _processes()
         assert [procs[p][1] for p in planner_workers(os.getpid(), procs)] == []
+        assert planners() == []

@@ -314,7 +314,7 @@ class StreamsApp:
         :class:`~streamtable.runtime.spark.batches.MicroBatches`)."""
         batches = self._micro_batches()
         if planning_ends(self):  # the query's first batch: its planner workers idle now
-            release_idle_planners_soon()
+            release_idle_planners_soon(self.spark)
         batches.process(df, batch_id)
         self.last_batch_seconds = batches.last_batch_seconds
         self.batches += 1

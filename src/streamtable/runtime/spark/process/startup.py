@@ -1,6 +1,6 @@
 """What a query's start does besides starting it: Spark settings for its checkpoint, Python
-workers started ahead of the first micro-batch, and Spark's planner workers ended once the
-query runs."""
+workers started ahead of the first micro-batch, and Spark's planner workers and their daemons
+ended once the query runs."""
 
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
 # pyspark.sql.worker.<job>``. After use a worker idles for Spark's idle timeout (a minute):
 # 35-80 MB resident each, in the first minute of a query, when a backlog's first batches take
 # the most memory. A query needs them again only when it starts anew, and then Spark discards
-# a worker that died ("process from idle queue is dead") and forks another.
+# a worker that died ("process from idle queue is dead") and forks another. The daemons stay
+# for the session's life (see stop_planner_daemons).
 PLANNER_JOB = "pyspark.sql.worker."
 
 # The queries of this process whose planning may still use a planner worker: from the start
@@ -184,12 +185,47 @@ def release_idle_planners(idle_s: float = 1.0, attempts: int = 10) -> list[int]:
     return ended
 
 
-def release_idle_planners_soon() -> threading.Thread:
+def stop_planner_daemons(spark: Any) -> list[str]:
+    """Stop the daemons that Spark's planner jobs fork their workers from (see
+    ``PLANNER_JOB``): ~35 MB resident each, three per session, idle for as long as the session
+    lives once its queries run. Each is stopped through its worker factory in the JVM, which
+    starts a new daemon when a job plans again (~0.2 s each: a query started later in the same
+    process starts later by that much). Nothing once a query of this process plans (see
+    :func:`planning_begins`); returns the planner jobs whose daemons were stopped.
+
+    The factories are a private field of Spark's ``SparkEnv`` (pyspark 4.3): a Spark without
+    it raises here, and :func:`release_idle_planners_soon` logs that at debug level."""
+    # the driver's: planner jobs run there. py4j cannot call SparkEnv's own methods (it looks
+    # them all up, and some name classes the wheel lacks), hence the field by reflection
+    env = spark.sparkContext._jsc.sc().env()
+    jvm = spark.sparkContext._jvm
+    field = jvm.java.lang.Class.forName("org.apache.spark.SparkEnv").getDeclaredField(
+        "pythonWorkers")
+    field.setAccessible(True)
+    stopped: list[str] = []
+    with _PLANNING_LOCK:  # as release_idle_planners: never while a query of this process plans
+        if _planning:
+            return []
+        factories = field.get(env).toList()  # a copy: Spark adds factories as jobs need them
+        for i in range(factories.size()):
+            entry = factories.apply(i)
+            module = str(entry._1().workerModule())
+            if module.startswith(PLANNER_JOB):
+                entry._2().stop()
+                stopped.append(module[len(PLANNER_JOB):])
+    if stopped:
+        log.debug("stopped the idle Spark planner daemons of %s", ", ".join(sorted(stopped)))
+    return stopped
+
+
+def release_idle_planners_soon(spark: Any = None) -> threading.Thread:
     """:func:`release_idle_planners` in the background (call once the query's first batch
-    runs: its planning is done)."""
+    runs: its planning is done), then, given the session, :func:`stop_planner_daemons`."""
     def release() -> None:
         try:
             release_idle_planners()
+            if spark is not None:
+                stop_planner_daemons(spark)
         except Exception as e:  # memory Spark frees after its idle timeout anyway
             log.debug("could not end the idle planner workers: %s", e)
 

@@ -239,3 +239,94 @@ def test_a_failed_read_ahead_leaves_the_lookups_to_read_the_rest(fake: Any) -> N
     # what the failed read got is kept once: no offset read twice
     offsets = list(reader._read[("t", 0)].offsets)
     assert offsets == sorted(set(offsets)) and offsets[0] == 1000
+
+
+class WaitingConsumer:
+    """A consumer whose ``consume`` waits its whole timeout unless it can fill the batch, as
+    librdkafka's batch consume does; counting those waits."""
+
+    class Record:
+        def __init__(self, topic: str, partition: int, offset: int) -> None:
+            self._key, self._offset = (topic, partition), offset
+
+        def topic(self) -> str:
+            return self._key[0]
+
+        def partition(self) -> int:
+            return self._key[1]
+
+        def offset(self) -> int:
+            return self._offset
+
+        def error(self) -> None:
+            return None
+
+        def timestamp(self) -> tuple[int, int]:
+            return 1, BASE + self._offset
+
+    def __init__(self, ends: dict[tuple[str, int], int]) -> None:
+        self.ends = ends
+        self.positions: dict[tuple[str, int], int] = {}
+        self.waits = 0
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.positions = {(tp.topic, tp.partition): tp.offset for tp in partitions}
+
+    def incremental_unassign(self, partitions: list[Any]) -> None:
+        for tp in partitions:
+            self.positions.pop((tp.topic, tp.partition), None)
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        out: list[Any] = []
+        for key, position in self.positions.items():
+            take = min(num_messages - len(out), self.ends[key] - position)
+            out += [self.Record(*key, o) for o in range(position, position + take)]
+            self.positions[key] = position + take
+        if len(out) < num_messages:
+            self.waits += 1
+        return out
+
+
+def test_a_read_asks_for_no_more_records_than_its_ranges_hold() -> None:
+    """A read up to the end of the log that asked for a full batch at its end would wait the
+    consumer's whole timeout (100 ms) for records that are not there."""
+    consumer = WaitingConsumer({("bids", 0): 12_345, ("bids", 1): 3_000})
+    reader = ReadTimestamps({})
+    reader._consumer = consumer
+    read = {key: offsets for key, offsets in reader._messages(
+        {("bids", 0): (0, 12_345), ("bids", 1): (500, 3_000)})}
+    assert consumer.waits == 0
+    assert [m.offset() for m in read[("bids", 0)]] == list(range(10_000, 12_345))
+    assert [m.offset() for m in read[("bids", 1)]] == list(range(500, 3_000))
+    assert [len(m) for _, m in reader._messages({("bids", 1): (2_999, 3_000)})] == [1]
+    assert consumer.waits == 0
+
+
+def test_a_backlog_s_cuts_read_no_more_than_the_source_read_ahead(fake: Any) -> None:
+    """The source reads about a batch and a quarter ahead while a batch runs; the next cut
+    (from the last cut, by the last batch's time span) then finds what it needs: its search
+    once probed twice the batch ahead, and read up to twice the batch there while the batch
+    waited."""
+    from streamtable.kafka.batch_cut import BatchCutter
+
+    logs = {("bids", 0): [BASE + i // 10 for i in range(0, 800_000, 2)],
+            ("bids", 1): [BASE + i // 10 for i in range(1, 800_000, 2)]}
+    topic = fake(logs)
+    reader = ReadTimestamps({}, first_read=4096)
+    budget = 100_000
+    cutter = BatchCutter(lambda s, e, b: reader.lookup(s, e, b + 1))
+    starts = {key: 0 for key in logs}
+    ends = {key: len(log) for key, log in logs.items()}
+    read_in_cuts = []
+    while sum(ends[k] - starts[k] for k in ends) > budget:
+        before = topic.records_read()
+        share = cutter.share(starts, {k: ends[k] - starts[k] for k in ends}, budget)
+        read_in_cuts.append(topic.records_read() - before)
+        starts = {k: starts[k] + share[k] for k in starts}
+        assert sum(share.values()) == budget
+        reader.prefetch(starts, ends, {k: min(budget + 1, n + n // 4 + 4096)
+                                       for k, n in share.items()})
+        if reader._prefetch is not None:
+            reader._prefetch.join()  # the batch ran long enough
+    assert len(read_in_cuts) == 7
+    assert read_in_cuts[2:] == [0] * 5

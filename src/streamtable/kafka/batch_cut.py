@@ -145,7 +145,8 @@ def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget:
     ``span``: how far above it the cut is likely to be (the previous batch's time span, scaled
     to this budget); the answer depends on neither. Without ``span`` it takes about two lookups
     per bit of the batch's time span (~35 for a batch spanning 100 s). With it, the search
-    gallops up from ``lower`` by ``span``, and once the cut is bracketed each probe goes where
+    gallops up from ``lower`` by ``span`` (never further than a quarter past where the records
+    counted so far put the budget), and once the cut is bracketed each probe goes where
     the records counted so far put the budget (interpolation, while the bracket holds more than
     a few records a partition, followed by a halving whenever it did not halve the bracket), so
     a batch of evenly spread records takes a few lookups (on Kafka each is a ListOffsets
@@ -182,6 +183,12 @@ def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget:
         if high is None:
             probe = low + step  # galloping up: the cut is usually near the last one
             step *= 2
+            if lower is not None and low > lower and low_total > 0:
+                # not as far as the doubled step where the records so far put the budget (a
+                # quarter more): a probe far past the cut makes the lookup read records that
+                # far, on the development broker while the batch waits
+                aim = low + (budget - low_total) * (low - lower) * 5 // (4 * low_total) + 1
+                probe = min(probe, aim)
             if probe > MAX_TIMESTAMP:
                 break  # no record is that late: the lookup cannot place the records
         elif span is None or bisect or high_total - low_total <= 4 * len(active):

@@ -279,7 +279,10 @@ class ReadTimestamps:
         consumer.assign([TopicPartition(t, p, positions[(t, p)]) for t, p in pending])
         last_progress = time.monotonic()
         while pending:
-            messages = consumer.consume(num_messages=10_000, timeout=0.1)
+            # consume() waits its whole timeout unless the batch fills (as in consume_range):
+            # ask for no more than the ranges still hold, or a read to a log's end waits
+            wanted = min(10_000, sum(ranges[key][1] - positions[key] for key in pending))
+            messages = consumer.consume(num_messages=max(1, wanted), timeout=0.1)
             kept: dict[TopicPartitionKey, list[Any]] = {}
             for msg in messages:
                 key = (msg.topic(), msg.partition())

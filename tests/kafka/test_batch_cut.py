@@ -132,6 +132,35 @@ def test_from_the_last_cut_and_its_span_a_search_takes_a_few_lookups() -> None:
     assert max(lookups[2:]) <= 8, str(lookups)
 
 
+def test_records_that_thin_out_past_the_last_span_cost_a_few_lookups_more() -> None:
+    """A burst of bids, then hours of nothing, beside a steady sparse topic: the search from
+    the last cut, aimed where the burst's rate puts the budget, falls short again and again,
+    and must widen its steps rather than creep a record a lookup (and hit MAX_LOOKUPS, whose
+    fallback shares the rest by count and lets the bids of hours later into the batch)."""
+    from bisect import bisect_left
+
+    bids = ([BASE + i for i in range(98_000)]
+            + [BASE + 20_000_000 + i for i in range(50_000)])
+    persons = [BASE + 1000 * i for i in range(30_000)]
+    logs = {"bids": bids, "persons": persons}
+    asked = []
+
+    def lookup(t: int) -> dict[str, Found]:
+        asked.append(t)
+        out: dict[str, Found] = {}
+        for key, log in logs.items():
+            i = bisect_left(log, t)
+            out[key] = (i, log[i]) if i < len(log) else (None, None)
+        return out
+
+    starts = {"bids": 0, "persons": 0}
+    ends = {"bids": len(bids), "persons": len(persons)}
+    cut = cut_at_timestamp(starts, ends, 100_000, lookup, lower=BASE, span=100_000)
+    assert cut.lookups <= 30, cut.lookups
+    plain = cut_at_timestamp(starts, ends, 100_000, lookup)
+    assert cut.ends == plain.ends == {"bids": 98_000, "persons": 2_000}
+
+
 def first_from(data: Mapping[str, list[int | None]], key: str, t: int,
                starts: Mapping[str, int], ends: Mapping[str, int]) -> int:
     """The offset of ``key``'s first record at or after ``t`` in its range (-1: its start)."""

@@ -177,6 +177,7 @@ def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget:
         else:
             high, high_offsets, high_total = lower, offsets, total
     step = max(1, span or 1)
+    advance = 0  # how far the last aimed probe went past `low` (see below)
     bisect = False  # the last interpolation did not halve the bracket: halve it next
     while (high is None or high > low + 1) and counts.lookups < MAX_LOOKUPS:
         width = None if high is None else high - low
@@ -186,9 +187,13 @@ def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget:
             if lower is not None and low > lower and low_total > 0:
                 # not as far as the doubled step where the records so far put the budget (a
                 # quarter more): a probe far past the cut makes the lookup read records that
-                # far, on the development broker while the batch waits
+                # far, on the development broker while the batch waits. An aimed probe that
+                # fell short goes at least twice as far the next time, so records that thin
+                # out (a burst, then a pause) cost a few lookups more, not one each
                 aim = low + (budget - low_total) * (low - lower) * 5 // (4 * low_total) + 1
-                probe = min(probe, aim)
+                if aim < probe:
+                    probe = min(probe, max(aim, low + 2 * advance))
+                    advance = probe - low
             if probe > MAX_TIMESTAMP:
                 break  # no record is that late: the lookup cannot place the records
         elif span is None or bisect or high_total - low_total <= 4 * len(active):

@@ -65,9 +65,12 @@ def warm_up_python_workers(spark: Any, workers: int, output: Any) -> Any:
 # pyspark.sql.worker.<job>``. After use a worker idles for Spark's idle timeout (a minute):
 # 35-80 MB resident each, in the first minute of a query, when a backlog's first batches take
 # the most memory. A query needs them again only when it starts anew, and then Spark discards
-# a worker that died ("process from idle queue is dead") and forks another. The daemons stay
-# for the session's life (see stop_planner_daemons).
+# a worker that died ("process from idle queue is dead") and forks another. Spark keeps the
+# daemons for the session's life, unless stopped (see stop_planner_daemons).
 PLANNER_JOB = "pyspark.sql.worker."
+# the jobs of a query's start: finding the data source, making it, planning its read (the same
+# prefix also names the jobs that write through a Python data source, every batch)
+PLANNING_JOBS = ("lookup_data_sources", "create_data_source", "plan_data_source_read")
 
 # The queries of this process whose planning may still use a planner worker: from the start
 # (the source's ``load()`` plans already) to the first batch. Spark hands an idle worker to a
@@ -186,12 +189,13 @@ def release_idle_planners(idle_s: float = 1.0, attempts: int = 10) -> list[int]:
 
 
 def stop_planner_daemons(spark: Any) -> list[str]:
-    """Stop the daemons that Spark's planner jobs fork their workers from (see
-    ``PLANNER_JOB``): ~35 MB resident each, three per session, idle for as long as the session
-    lives once its queries run. Each is stopped through its worker factory in the JVM, which
-    starts a new daemon when a job plans again (~0.2 s each: a query started later in the same
-    process starts later by that much). Nothing once a query of this process plans (see
-    :func:`planning_begins`); returns the planner jobs whose daemons were stopped.
+    """Stop the daemons that Spark's planning jobs fork their workers from (see
+    ``PLANNING_JOBS``): ~35 MB resident each, three per session, idle for as long as the
+    session lives once its queries run. Each is stopped through its worker factory in the JVM,
+    which starts a new daemon when a job plans again (~0.2 s each: a query started later in the
+    same process starts later by that much). Stopping a daemon ends its workers too: nothing is
+    stopped while a query of this process plans (see :func:`planning_begins`). Returns the
+    jobs whose daemons were stopped.
 
     The factories are a private field of Spark's ``SparkEnv`` (pyspark 4.3): a Spark without
     it raises here, and :func:`release_idle_planners_soon` logs that at debug level."""
@@ -206,13 +210,15 @@ def stop_planner_daemons(spark: Any) -> list[str]:
     with _PLANNING_LOCK:  # as release_idle_planners: never while a query of this process plans
         if _planning:
             return []
-        factories = field.get(env).toList()  # a copy: Spark adds factories as jobs need them
+        # a list of the entries, made without SparkEnv's lock: an entry Spark adds meanwhile
+        # may be missed, or the copy fail (then the daemons stay, and the failure is logged)
+        factories = field.get(env).toList()
         for i in range(factories.size()):
             entry = factories.apply(i)
-            module = str(entry._1().workerModule())
-            if module.startswith(PLANNER_JOB):
+            job = str(entry._1().workerModule()).removeprefix(PLANNER_JOB)
+            if job in PLANNING_JOBS:
                 entry._2().stop()
-                stopped.append(module[len(PLANNER_JOB):])
+                stopped.append(job)
     if stopped:
         log.debug("stopped the idle Spark planner daemons of %s", ", ".join(sorted(stopped)))
     return stopped
@@ -226,8 +232,8 @@ def release_idle_planners_soon(spark: Any = None) -> threading.Thread:
             release_idle_planners()
             if spark is not None:
                 stop_planner_daemons(spark)
-        except Exception as e:  # memory Spark frees after its idle timeout anyway
-            log.debug("could not end the idle planner workers: %s", e)
+        except Exception as e:  # the workers' memory Spark frees after its idle timeout
+            log.debug("could not end the idle planner workers or daemons: %s", e)
 
     thread = threading.Thread(target=release, name="streamtable-planners", daemon=True)
     thread.start()

@@ -168,15 +168,16 @@ SETTINGS: tuple[Setting, ...] = (
             "max.records.per.batch. Smaller: less "
             "memory, smaller batches (each costs a fixed ~0.3 s); 0: batches sized by "
             "max.records.per.batch alone.", False, _integer(0)),
-    Setting("worker.memory.recycle.bytes", 320 * 1024 * 1024, "an integer >= 0",
+    Setting("worker.memory.recycle.bytes", 256 * 1024 * 1024, "an integer >= 0",
             "After a task, a Python worker whose resident memory is above this exits, and a "
             "new one forked from Spark's Python daemon runs the next task (Spark runtime, "
             "Linux; not a worker that keeps in-memory stores' state between batches). A "
             "long-lived worker keeps much of what its tasks freed: after tens of batches 3-6 "
             "times a new worker's memory at a task's start. Larger: fewer new workers (each "
-            "opens its Kafka clients again), more memory kept (Nexmark q4 at 10,000,000 events "
-            "on RocksDB stores: 1.96 GB at 320 MiB, 2.10 GB at 384); 0: workers live as long "
-            "as Spark keeps them.",
+            "opens its Kafka clients again), more memory kept (Nexmark at 10,000,000 events "
+            "on RocksDB stores, q7, q11, q17 and q18: 1.80-1.97 GB at 256 MiB, 2.06-2.08 GB "
+            "at 320, with 7% less to 18% more CPU time at 256); 0: workers live as long as "
+            "Spark keeps them.",
             False, _integer(0)),
     Setting("first.batch.records", None, "an integer >= 1, or unset",
             "The first batch after a start, growing fourfold per batch up to "

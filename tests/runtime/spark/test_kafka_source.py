@@ -120,6 +120,30 @@ def test_latest_offset_cuts_a_batch_at_one_timestamp_across_topics() -> None:
         "bids": {"0": 10, "1": 10}, "persons": {"0": 10}}
 
 
+def test_the_next_cut_s_reads_ahead_scale_with_the_ramp_of_the_batches() -> None:
+    """While a batch runs, the planner reads ahead the timestamps the next cut looks at: about
+    what this batch took of each partition, four times that while batches ramp up fourfold (a
+    next cut that found only a quarter of them read the rest while its batch waited)."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    timestamps = {("bids", 0): list(range(0, 200_000, 2)), ("bids", 1): list(range(1, 200_000, 2))}
+    reader = KafkaStreamReader({"bootstrap.servers": "unused:1", "topics": "bids",
+                                "first.batch.records": "1000"})
+    reader._cutter.lookups = lambda starts, ends, budget: _timestamps_lookup(timestamps, [])
+    reader._target = {"bids": {"0": 100_000, "1": 100_000}}
+    ahead: list[dict[tuple[str, int], int]] = []
+    reader._read_timestamps = type("Reads", (), {"prefetch": lambda self, starts, ends, records:
+                                                 ahead.append(dict(records))})()
+    end = reader.latestOffset({"bids": {"0": 0, "1": 0}}, ReadMaxRows(100_000))
+    assert end == {"bids": {"0": 500, "1": 500}}
+    end = reader.latestOffset(end, ReadMaxRows(100_000))
+    assert end == {"bids": {"0": 2_500, "1": 2_500}}
+    # 500 a partition, then 2,000: read ahead for batches of 4,000 (all a partition may give
+    # it) and of 16,000 (8,000 a partition, a quarter more)
+    assert ahead == [{("bids", 0): 4_001, ("bids", 1): 4_001},
+                     {("bids", 0): 8_000 + 2_000 + 4096, ("bids", 1): 8_000 + 2_000 + 4096}]
+
+
 def test_a_batch_split_other_than_timestamp_or_count_is_refused() -> None:
     with pytest.raises(KafkaSourceError, match="batch.split"):
         KafkaStreamReader({"bootstrap.servers": "unused:1", "topics": "t",

@@ -411,10 +411,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 merged.setdefault(topic, {})[part] = max(begin, int(end))
                 available[(topic, part)] = max(0, int(end) - begin)
         if isinstance(limit, ReadMaxRows):
-            budget = int(limit.max_rows)
+            budget = next_budget = int(limit.max_rows)
             if self.first_batch_records > 0:
                 budget = min(budget, self.first_batch_records * 4 ** self._planned_batches)
-            budget = min(budget, self._batch_limit() or budget)
+                next_budget = min(next_budget,
+                                  self.first_batch_records * 4 ** (self._planned_batches + 1))
+            batch_limit = self._batch_limit()
+            budget = min(budget, batch_limit or budget)
+            next_budget = max(budget, min(next_budget, batch_limit or next_budget))
             if sum(available.values()) > budget:
                 begins = {(t, int(p)): int(start.get(t, {}).get(p, 0)) for t, p in available}
                 share = self._cutter.share(
@@ -423,12 +427,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     merged[topic][str(number)] = begins[(topic, number)] + take
                 if self._read_timestamps is not None:
                     # the next cut's reads, while this batch runs: about what this one took of
-                    # each partition (the cut reads any more it needs itself)
+                    # each partition, scaled to the next batch's budget while batches ramp up
+                    # (the cut reads any more it needs itself)
+                    ahead = {k: take * next_budget // max(1, budget) for k, take in share.items()}
                     self._read_timestamps.prefetch(
                         {k: begins[k] + take for k, take in share.items()},
                         {(t, int(p)): int(ends[t][p]) for t, p in available},
-                        {k: min(budget + 1, take + take // 4 + 4096)
-                         for k, take in share.items()})
+                        {k: min(next_budget + 1, n + n // 4 + 4096) for k, n in ahead.items()})
         if any(available.values()):
             self._planned_batches = min(self._planned_batches + 1, 16)
         elif self._target is not None:

@@ -306,7 +306,7 @@ def test_a_backlog_s_cuts_read_no_more_than_the_source_read_ahead(fake: Any) -> 
     """The source reads about a batch and a quarter ahead while a batch runs; the next cut
     (from the last cut, by the last batch's time span) then finds what it needs: its search
     once probed twice the batch ahead, and read up to twice the batch there while the batch
-    waited."""
+    waited. The first cut reads little more than its batch."""
     from streamtable.kafka.batch_cut import BatchCutter
 
     logs = {("bids", 0): [BASE + i // 10 for i in range(0, 800_000, 2)],
@@ -329,4 +329,7 @@ def test_a_backlog_s_cuts_read_no_more_than_the_source_read_ahead(fake: Any) -> 
         if reader._prefetch is not None:
             reader._prefetch.join()  # the batch ran long enough
     assert len(read_in_cuts) == 7
-    assert read_in_cuts[2:] == [0] * 5
+    # the first cut, from the earliest first record, reads its batch and a third more (from no
+    # time at all, twice its batch); every later cut finds what the read-ahead read
+    assert read_in_cuts[0] <= budget * 4 // 3
+    assert read_in_cuts[1:] == [0] * 6

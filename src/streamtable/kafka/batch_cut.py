@@ -286,8 +286,15 @@ class BatchCutter:
         if self._last is not None and self._last[0] > 0:
             span = max(1, self._last[1] * budget // self._last[0])
         try:
-            cut = cut_at_timestamp(begins, ends, budget, self.lookups(begins, ends, budget),
-                                   lower=self.last_cut, span=span)
+            lookup = self.lookups(begins, ends, budget)
+            lower = self.last_cut
+            if lower is None:
+                # a first search starts at the earliest first record's time: galloping up from
+                # no time at all, its last doubling probes far past the cut, and a lookup on the
+                # development broker reads the records that far
+                firsts = [stamp for _, stamp in lookup(0).values() if stamp is not None]
+                lower = min(firsts) if firsts else None
+            cut = cut_at_timestamp(begins, ends, budget, lookup, lower=lower, span=span)
         except Exception as exc:
             logger.warning(
                 "could not cut a batch of %d records at a timestamp, so its partitions share "

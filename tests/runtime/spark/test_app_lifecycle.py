@@ -60,23 +60,15 @@ def test_idle_planners_end_once_a_query_runs_and_the_next_query_starts(
     from streamtable.runtime.spark.process.startup import (
         PLANNER_JOB,
         _processes,
+        descends_from,
         planner_workers,
     )
 
     def planners() -> list[str]:  # Spark's planner daemons and workers under this process
         procs = _processes()
-
-        def mine(pid: int) -> bool:
-            seen = set()
-            while pid in procs and pid not in seen:
-                if pid == os.getpid():
-                    return True
-                seen.add(pid)
-                pid = procs[pid][0]
-            return False
-
         return [cmd for pid, (_, cmd, _) in procs.items()
-                if "pyspark.daemon" in cmd and PLANNER_JOB in cmd and mine(pid)]
+                if "pyspark.daemon" in cmd and PLANNER_JOB in cmd
+                and descends_from(pid, os.getpid(), procs)]
 
     wc = load_app("examples/word_count/app.py")
     config = {k: v for k, v in wc.config.items() if k.startswith("default.")}

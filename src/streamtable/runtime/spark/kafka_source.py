@@ -411,14 +411,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 merged.setdefault(topic, {})[part] = max(begin, int(end))
                 available[(topic, part)] = max(0, int(end) - begin)
         if isinstance(limit, ReadMaxRows):
-            budget = next_budget = int(limit.max_rows)
-            if self.first_batch_records > 0:
-                budget = min(budget, self.first_batch_records * 4 ** self._planned_batches)
-                next_budget = min(next_budget,
-                                  self.first_batch_records * 4 ** (self._planned_batches + 1))
-            batch_limit = self._batch_limit()
-            budget = min(budget, batch_limit or budget)
-            next_budget = max(budget, min(next_budget, batch_limit or next_budget))
+            cap = min(int(limit.max_rows), self._batch_limit() or int(limit.max_rows))
+
+            def batch_size(batch: int) -> int:  # the batch-th after a start, as it ramps up
+                if self.first_batch_records > 0:
+                    return min(cap, self.first_batch_records * 4 ** batch)
+                return cap
+
+            budget = batch_size(self._planned_batches)
+            next_budget = batch_size(self._planned_batches + 1)
             if sum(available.values()) > budget:
                 begins = {(t, int(p)): int(start.get(t, {}).get(p, 0)) for t, p in available}
                 share = self._cutter.share(

@@ -128,6 +128,21 @@ def _processes() -> dict[int, tuple[int, str, float]]:
     return out
 
 
+def descends_from(pid: int, root: int, processes: dict[int, tuple[int, str, float]]) -> bool:
+    """Whether ``pid`` is ``root`` or a process under it, by the parents in ``processes``.
+
+    >>> descends_from(3, 1, {1: (0, "", 0.0), 2: (1, "", 0.0), 3: (2, "", 0.0)})
+    True
+    """
+    seen = set()
+    while pid in processes and pid not in seen:
+        if pid == root:
+            return True
+        seen.add(pid)
+        pid = processes[pid][0]
+    return False
+
+
 def planner_workers(root: int, processes: dict[int, tuple[int, str, float]]) -> list[int]:
     """The workers Spark's planner daemons under ``root`` forked: processes running a planner
     job whose parent runs one too.
@@ -139,21 +154,12 @@ def planner_workers(root: int, processes: dict[int, tuple[int, str, float]]) -> 
     >>> planner_workers(1, procs)
     [4]
     """
-    def under_root(pid: int) -> bool:
-        seen = set()
-        while pid in processes and pid not in seen:
-            if pid == root:
-                return True
-            seen.add(pid)
-            pid = processes[pid][0]
-        return False
-
     def planner(pid: int) -> bool:
         cmd = processes.get(pid, (0, "", 0.0))[1]
         return "pyspark.daemon" in cmd and PLANNER_JOB in cmd
 
     return sorted(pid for pid, (ppid, _, _) in processes.items()
-                  if planner(pid) and planner(ppid) and under_root(pid))
+                  if planner(pid) and planner(ppid) and descends_from(pid, root, processes))
 
 
 def release_idle_planners(idle_s: float = 1.0, attempts: int = 10) -> list[int]:

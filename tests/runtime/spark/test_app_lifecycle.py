@@ -58,17 +58,16 @@ def test_idle_planners_end_once_a_query_runs_and_the_next_query_starts(
     import os
 
     from streamtable.runtime.spark.process.startup import (
-        PLANNER_JOB,
         _processes,
         descends_from,
         planner_workers,
+        runs_planner_job,
     )
 
     def planners() -> list[str]:  # Spark's planner daemons and workers under this process
         procs = _processes()
         return [cmd for pid, (_, cmd, _) in procs.items()
-                if "pyspark.daemon" in cmd and PLANNER_JOB in cmd
-                and descends_from(pid, os.getpid(), procs)]
+                if runs_planner_job(cmd) and descends_from(pid, os.getpid(), procs)]
 
     wc = load_app("examples/word_count/app.py")
     config = {k: v for k, v in wc.config.items() if k.startswith("default.")}

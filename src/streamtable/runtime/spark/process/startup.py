@@ -143,6 +143,12 @@ def descends_from(pid: int, root: int, processes: dict[int, tuple[int, str, floa
     return False
 
 
+def runs_planner_job(cmd: str) -> bool:
+    """Whether a process's command line is a Spark planner daemon's or worker's (a daemon of a
+    ``PLANNER_JOB``, or a worker forked from one)."""
+    return "pyspark.daemon" in cmd and PLANNER_JOB in cmd
+
+
 def planner_workers(root: int, processes: dict[int, tuple[int, str, float]]) -> list[int]:
     """The workers Spark's planner daemons under ``root`` forked: processes running a planner
     job whose parent runs one too.
@@ -155,8 +161,7 @@ def planner_workers(root: int, processes: dict[int, tuple[int, str, float]]) -> 
     [4]
     """
     def planner(pid: int) -> bool:
-        cmd = processes.get(pid, (0, "", 0.0))[1]
-        return "pyspark.daemon" in cmd and PLANNER_JOB in cmd
+        return runs_planner_job(processes.get(pid, (0, "", 0.0))[1])
 
     return sorted(pid for pid, (ppid, _, _) in processes.items()
                   if planner(pid) and planner(ppid) and descends_from(pid, root, processes))

@@ -14,6 +14,7 @@ from streamtable.runtime.spark.process import jvm_archive
 
 def test_no_option_without_an_archive_or_when_disabled(tmp_path, monkeypatch):
     monkeypatch.setenv(jvm_archive.CACHE_ENV, str(tmp_path))
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
     assert jvm_archive.java_option() == ""
     path = jvm_archive.archive_path()
     assert path is not None and path.parent == tmp_path
@@ -31,6 +32,23 @@ def test_the_archive_is_keyed_by_the_java_it_was_made_for(tmp_path, monkeypatch)
     (java_home / "bin" / "java").write_text("#!/bin/sh\n")
     monkeypatch.setenv("JAVA_HOME", str(java_home))
     assert jvm_archive.archive_path() != here
+
+
+def test_no_archive_under_another_spark_conf_dir(tmp_path, monkeypatch):
+    # Spark puts SPARK_CONF_DIR first on the driver's class path: Java maps no archive made
+    # under another class path (and makes none with a directory of files on it)
+    import pyspark
+
+    monkeypatch.setenv(jvm_archive.CACHE_ENV, str(tmp_path))
+    path = jvm_archive.archive_path()
+    assert path is not None
+    path.write_bytes(b"archive")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    assert jvm_archive.conf_dir_in_the_way() == str(tmp_path / "conf")
+    assert jvm_archive.java_option() == ""
+    monkeypatch.setenv("SPARK_CONF_DIR", os.path.join(os.path.dirname(pyspark.__file__), "conf"))
+    assert jvm_archive.conf_dir_in_the_way() is None
+    assert jvm_archive.java_option().startswith("-XX:SharedArchiveFile=")
 
 
 @pytest.mark.slow  # ~1 min: a training run (make install runs one too)

@@ -11,6 +11,10 @@ The archive is one file per (Java, Spark) pair under ``$STREAMTABLE_CACHE_DIR`` 
 ``streamtable jvm-archive`` (and ``make install``) makes it with a training run (see
 ``jvm_training.py``).
 
+A ``SPARK_CONF_DIR`` of another directory than pyspark's own ``conf`` goes without the archive:
+Spark puts that directory first on the driver's class path, and Java maps an archive only under
+the class path it was made with, and makes none with a directory holding files on it.
+
 >>> option = java_option()   # '' until the archive exists
 >>> option == '' or option.startswith('-XX:SharedArchiveFile=')
 True
@@ -62,10 +66,22 @@ def archive_path() -> Path | None:
     return cache / f"spark-classes-{pyspark.__version__}-{key}.jsa"
 
 
+def conf_dir_in_the_way() -> str | None:
+    """``SPARK_CONF_DIR`` when it names another directory than pyspark's own ``conf``, where
+    no archive can be mapped (see the module's doc); else None."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        return None
+    import pyspark
+
+    own = Path(pyspark.__file__).resolve().parent / "conf"
+    return None if Path(conf_dir).resolve() == own else conf_dir
+
+
 def java_option() -> str:
     """The driver's JVM option that maps the archive, or '' when there is none (or
-    ``STREAMTABLE_JVM_ARCHIVE=0``)."""
-    if os.environ.get(DISABLE_ENV, "1") == "0":
+    ``STREAMTABLE_JVM_ARCHIVE=0``, or a ``SPARK_CONF_DIR`` in the way)."""
+    if os.environ.get(DISABLE_ENV, "1") == "0" or conf_dir_in_the_way() is not None:
         return ""
     path = archive_path()
     if path is None or not path.exists():

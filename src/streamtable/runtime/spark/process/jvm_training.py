@@ -42,6 +42,9 @@ def build(path: Path | None = None, timeout_s: float = 600.0) -> Path:
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     started = time.monotonic()
     env = {**os.environ, DISABLE_ENV: "0"}
+    # for the class path of a session without one: Java makes no archive with a directory of
+    # files on the class path, and maps none under another (see jvm_archive.py)
+    env.pop("SPARK_CONF_DIR", None)
     proc = subprocess.run([sys.executable, "-m", __name__, str(partial)], env=env,
                           capture_output=True, text=True, timeout=timeout_s)
     trained = TRAINED in proc.stdout

@@ -95,3 +95,34 @@ def test_the_configuration_page_is_generated_from_the_definitions(
     assert "| `default.dsl.store` | `in_memory` | in_memory \\| rocksDB |" in printed
     checked_in = (ROOT / "docs" / "configuration.md").read_text()
     assert checked_in == printed, "docs/configuration.md is stale: run `make config-docs`"
+
+
+def test_spark_settings_go_to_the_session_the_application_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from streamtable import StreamsBuilder
+    from streamtable.config import spark_config
+    from streamtable.runtime.spark import StreamsApp
+    from streamtable.runtime.spark.process import session
+
+    cfg = StreamsConfig({"spark.executor.memory": "4g", "spark.sql.shuffle.partitions": 16,
+                         "kafka.client.id": "billing"})
+    assert spark_config(cfg) == {"spark.executor.memory": "4g",
+                                 "spark.sql.shuffle.partitions": "16"}
+    assert "spark.executor.memory" not in cfg.kafka_client_config
+    with pytest.raises(ConfigError, match="Spark settings are spark"):
+        StreamsConfig({"spark": "on"})
+
+    started: list[dict[str, str]] = []
+    monkeypatch.setattr(session, "spark_session",
+                        lambda master, name, conf=None, **kw: started.append(dict(conf or {})))
+    builder = StreamsBuilder()
+    builder.stream("in").to("out")
+    settings = {"spark.executor.memory": "4g", "spark.sql.shuffle.partitions": "16"}
+    app = StreamsApp(builder.build(), "spark-settings", "localhost:9092", tmp_path,
+                     config=settings)
+    app.spark  # noqa: B018  (the session it starts)
+    assert started == [settings]
+    # a session given to the application keeps its own settings: said, not silently dropped
+    StreamsApp(builder.build(), "spark-given", "localhost:9092", tmp_path, config=settings,
+               spark=object())
+    assert "spark.executor.memory, spark.sql.shuffle.partitions" in caplog.text

@@ -215,6 +215,10 @@ DEFAULTS: dict[str, Any] = {s.key: s.default for s in SETTINGS}
 CLIENT_PREFIXES = ("security.", "sasl.", "ssl.")
 CLIENT_PASSTHROUGH = "kafka."
 
+# Spark settings: keys starting with this go, as they are, to the SparkSession an application
+# starts (``spark.executor.memory``, ``spark.sql.shuffle.partitions``, ...)
+SPARK_PREFIX = "spark."
+
 # Values never shown (repr, logs, errors): a key matching this, as Spark's spark.redaction.regex
 # does, plus key material in PEM form.
 SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key|credential|pem$|jaas")
@@ -231,6 +235,27 @@ def is_client_key(key: str) -> bool:
     """
     return key.startswith(CLIENT_PREFIXES) or (key.startswith(CLIENT_PASSTHROUGH)
                                                and len(key) > len(CLIENT_PASSTHROUGH))
+
+
+def is_spark_key(key: str) -> bool:
+    """Whether ``key`` is a Spark setting, for the session the application starts (see
+    :func:`spark_config`).
+
+    >>> is_spark_key("spark.executor.memory"), is_spark_key("state.dir")
+    (True, False)
+    """
+    return key.startswith(SPARK_PREFIX) and len(key) > len(SPARK_PREFIX)
+
+
+def spark_config(config: StreamsConfig | Mapping[str, Any]) -> dict[str, str]:
+    """The Spark settings among ``config``: its ``spark.*`` keys, as strings.
+
+    >>> spark_config({"spark.executor.memory": "2g", "spark.sql.shuffle.partitions": 16,
+    ...               "state.dir": "/tmp/s"})
+    {'spark.executor.memory': '2g', 'spark.sql.shuffle.partitions': '16'}
+    """
+    values = config.as_dict() if isinstance(config, StreamsConfig) else dict(config)
+    return {k: str(v) for k, v in values.items() if is_spark_key(k) and v is not None}
 
 
 def redacted(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,7 +296,7 @@ CACHE_BYTES_PER_ENTRY = 256
 
 
 def _check_key(key: str) -> None:
-    if key in DEFAULTS or is_client_key(key):
+    if key in DEFAULTS or is_client_key(key) or is_spark_key(key):
         return
     import difflib
 
@@ -280,7 +305,7 @@ def _check_key(key: str) -> None:
     raise ConfigError(
         f"unknown setting {key!r}: {hint}streamtable's settings are "
         f"{', '.join(sorted(DEFAULTS))}; Kafka client settings are security.*, sasl.*, ssl.* "
-        f"and kafka.<librdkafka key>")
+        f"and kafka.<librdkafka key>; Spark settings are spark.*")
 
 
 def check_value(key: str, value: Any) -> Any:
@@ -339,8 +364,9 @@ class StreamsConfig:
         for k, v in (settings or {}).items():
             key = k.replace("_", ".") if k not in DEFAULTS and "." not in k else k
             _check_key(key)
-            # Kafka client settings are librdkafka's to check
-            self._values[key] = v if is_client_key(key) else check_value(key, v)
+            # Kafka client settings are librdkafka's to check, Spark settings Spark's
+            self._values[key] = (v if is_client_key(key) or is_spark_key(key)
+                                 else check_value(key, v))
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value of setting ``key`` (or ``default``; ``config[key]`` raises instead).
@@ -442,6 +468,9 @@ def configuration_page() -> str:
         "`StreamsApp(config=...)`, or on the command line (`--config key=value`, repeatable). "
         "Keys are Kafka Streams' where Kafka Streams has the setting; `_` may stand for `.`. "
         "An unknown key or a value of the wrong type stops the application at start with an "
-        "error naming the key, the value and what is expected.\n\n"
+        "error naming the key, the value and what is expected. Besides the settings below, "
+        "`security.*`, `sasl.*`, `ssl.*` and `kafka.<librdkafka key>` go to every Kafka client, "
+        "and `spark.*` (e.g. `spark.executor.memory`) to the SparkSession the application "
+        "starts.\n\n"
         "This page is generated from `streamtable/config.py` by `make config-docs` "
         "(`streamtable config`).\n\n" + settings_table())

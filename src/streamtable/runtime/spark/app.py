@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from streamtable.config import StreamsConfig
+from streamtable.config import StreamsConfig, spark_config
 from streamtable.engine.ports import (
     OutputWriter,
     QueryableStore,
@@ -158,6 +158,10 @@ class StreamsApp:
         self.serving: ServingStore = serving or configured_serving_store(self.config)
         self.master = master
         self._spark = spark
+        if spark is not None and spark_config(self.config):
+            log.warning("the spark.* settings (%s) are for a SparkSession the application "
+                        "starts: the one it was given keeps its own",
+                        ", ".join(sorted(spark_config(self.config))))
         self._output = output
         self.development_broker = development_broker
         self.verbose = verbose
@@ -246,7 +250,8 @@ class StreamsApp:
             log_file = (None if SparkContext._active_spark_context is not None
                         else (self.app_dir / LOG_FILE_NAME).resolve())
             self._spark = spark_session(self.master, f"streamtable-{self.application_id}",
-                                        log_file=log_file, verbose=self.verbose)
+                                        spark_config(self.config), log_file=log_file,
+                                        verbose=self.verbose)
             self.log_file = log_file
         return self._spark
 

@@ -1,12 +1,16 @@
 """The bidding statistics reports: per day (q15) and per channel and day (q16), the number of
 bids, of distinct bidders and of distinct auctions, in all and per price rank.
 
-A distinct count is a count of keys: every bid adds one record per (group, bidder or auction,
-rank) to a table of counts, and that table, re-grouped by the report's group, counts its rows
-with an adder and a subtractor. A bidder's first bid in a group adds a row (+1); a later one
-updates the row, which the re-grouping sees as the old row taken out (-1) and the new one put
-in (+1): the distinct count is exact and needs no set of ids in one value. The bid counts are a
-plain aggregate, joined with the distinct counts on the group (a primary-key table join).
+Every figure is a count of keys. Each bid adds one record per (group, slot, item) to a table of
+counts: per bidder and per auction for the distinct counts (in all and in the bid's price rank),
+one item for the bid counts, and (q16) the bid's minute. That table, re-grouped by the report's
+group, gathers its rows into one value with an adder and a subtractor. A bidder's first bid in a
+group adds a row (+1); a later one updates the row, which the re-grouping sees as the old row
+taken out (-1) and the new one put in (+1): the distinct count is exact and needs no set of ids
+in one value. A bid count is the count of its row, the latest minute the largest minute whose
+row exists (rows of a count are never deleted). Counting keys lets the records of one key be
+counted where they are read, before the shuffle (``count()``'s map-side combine): each task
+sends one partial count per key per batch rather than a record per bid.
 """
 
 from __future__ import annotations
@@ -26,33 +30,25 @@ def price_rank(price: int) -> str:
     return "rank1" if price < RANK1_BELOW else "rank2" if price < RANK2_BELOW else "rank3"
 
 
-def no_bids() -> dict[str, Any]:
-    return {**{f"{s}_bids": 0 for s in SLOTS}, "minute": None}
+def add_row(group: Any, row: tuple[str, Any, int], figures: dict[str, Any]) -> dict[str, Any]:
+    """A row of the counts table, ``(slot, item, count)``, into its group's figures."""
+    slot, item, n = row
+    if slot.endswith("_bids"):
+        return {**figures, slot: n}
+    if slot == "minute":
+        latest = figures.get("minute")
+        return figures if latest is not None and latest >= item else {**figures, slot: item}
+    return {**figures, slot: figures.get(slot, 0) + 1}
 
 
-def count_bid(group: Any, bid: dict[str, Any], counts: dict[str, Any]) -> dict[str, Any]:
-    out = dict(counts)
-    out["total_bids"] += 1
-    out[f"{price_rank(bid['price'])}_bids"] += 1
-    m = minute(bid["dateTime"])
-    out["minute"] = m if out["minute"] is None or m > out["minute"] else out["minute"]
-    return out
-
-
-def add_row(group: Any, slot: str, counts: dict[str, int]) -> dict[str, int]:
-    return {**counts, slot: counts.get(slot, 0) + 1}
-
-
-def remove_row(group: Any, slot: str, counts: dict[str, int]) -> dict[str, int]:
-    return {**counts, slot: counts[slot] - 1}
-
-
-def merged(bids: dict[str, Any], distinct: dict[str, int]) -> dict[str, Any]:
-    out = dict(bids)
-    for kind in ("bidders", "auctions"):
-        for slot in SLOTS:
-            out[f"{slot}_{kind}"] = distinct.get(f"{slot}_{kind}", 0)
-    return out
+def remove_row(group: Any, row: tuple[str, Any, int],
+               figures: dict[str, Any]) -> dict[str, Any]:
+    """A row taken out of its group's figures: always followed by its update's new row (no row
+    of a count is deleted), which sets a bid count and keeps the latest minute again."""
+    slot = row[0]
+    if slot.endswith("_bids") or slot == "minute":
+        return figures
+    return {**figures, slot: figures[slot] - 1}
 
 
 def report(group_of: Callable[[dict[str, Any]], tuple[Any, ...]],
@@ -61,32 +57,34 @@ def report(group_of: Callable[[dict[str, Any]], tuple[Any, ...]],
     from streamtable import StreamsBuilder
 
     b = StreamsBuilder()
-    bids = b.stream(BID_TOPIC)
 
     # (a null value would be dropped by the aggregation, as in Kafka Streams)
-    def ids(auction: Any, bid: dict[str, Any]) -> list[tuple[tuple[Any, ...], int]]:
+    def rows(auction: Any, bid: dict[str, Any]) -> list[tuple[tuple[Any, ...], int]]:
         group, rank = group_of(bid), price_rank(bid["price"])
-        return [((*group, f"{slot}_{kind}", who), 1)
-                for kind, who in (("bidders", bid["bidder"]), ("auctions", bid["auction"]))
-                for slot in ("total", rank)]
-
-    distinct = (bids.flat_map(ids)
-                .group_by_key()
-                .count()
-                .group_by(lambda k, n: (k[:-2], k[-2]))
-                .aggregate(dict, add_row, remove_row))
-    counts = (bids.group_by(lambda auction, bid: group_of(bid))
-              .aggregate(no_bids, count_bid))
-
-    def row(group: tuple[Any, ...], both: dict[str, Any]) -> dict[str, Any]:
-        out = dict(zip(group_fields, group, strict=True))
-        out.update(both)
-        if not with_minute:
-            del out["minute"]
+        out = [((*group, f"{slot}_{kind}", who), 1)
+               for kind, who in (("bidders", bid["bidder"]), ("auctions", bid["auction"]))
+               for slot in ("total", rank)]
+        out += [((*group, "total_bids", None), 1), ((*group, f"{rank}_bids", None), 1)]
+        if with_minute:
+            out.append(((*group, "minute", minute(bid["dateTime"])), 1))
         return out
 
-    (counts.join(distinct, merged)
-     .map_values(row)
+    def report_row(group: tuple[Any, ...], figures: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = dict(zip(group_fields, group, strict=True))
+        if with_minute:
+            out["minute"] = figures.get("minute")
+        for kind in ("bids", "bidders", "auctions"):
+            for slot in SLOTS:
+                out[f"{slot}_{kind}"] = figures.get(f"{slot}_{kind}", 0)
+        return out
+
+    (b.stream(BID_TOPIC)
+     .flat_map(rows)
+     .group_by_key()
+     .count()
+     .group_by(lambda k, n: (k[:-2], (k[-2], k[-1], n)))
+     .aggregate(dict, add_row, remove_row)
+     .map_values(report_row)
      .to_stream(lambda group, _: list(group) if len(group) > 1 else group[0])
      .to(output))
     return b.build()

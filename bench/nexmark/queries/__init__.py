@@ -15,7 +15,7 @@ module                queries
                       q8 new users (tumbling join), q11 sessions
 ``aggregates.py``     q17 auction statistics, q18 last bid, q19 top-10
 ``reports.py``        q15, q16 bidding statistics per day and per channel:
-                      distinct counts as counted rows of a table
+                      every figure as counted rows of a table
 ====================  ==========================================================
 
 Not implemented: q10 (writes files partitioned by time: a sink, not a query), q12 (windows in

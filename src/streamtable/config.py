@@ -258,6 +258,16 @@ def spark_config(config: StreamsConfig | Mapping[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in values.items() if is_spark_key(k) and v is not None}
 
 
+def is_passed_on(key: str) -> bool:
+    """Whether ``key`` is another program's setting, passed on as it is (a Kafka client's or
+    Spark's), which that program checks.
+
+    >>> is_passed_on("sasl.password"), is_passed_on("spark.executor.memory")
+    (True, True)
+    """
+    return is_client_key(key) or is_spark_key(key)
+
+
 def redacted(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` with the values of secret keys (passwords, tokens, keys) replaced.
 
@@ -296,7 +306,7 @@ CACHE_BYTES_PER_ENTRY = 256
 
 
 def _check_key(key: str) -> None:
-    if key in DEFAULTS or is_client_key(key) or is_spark_key(key):
+    if key in DEFAULTS or is_passed_on(key):
         return
     import difflib
 
@@ -365,8 +375,7 @@ class StreamsConfig:
             key = k.replace("_", ".") if k not in DEFAULTS and "." not in k else k
             _check_key(key)
             # Kafka client settings are librdkafka's to check, Spark settings Spark's
-            self._values[key] = (v if is_client_key(key) or is_spark_key(key)
-                                 else check_value(key, v))
+            self._values[key] = v if is_passed_on(key) else check_value(key, v)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value of setting ``key`` (or ``default``; ``config[key]`` raises instead).

@@ -158,10 +158,9 @@ class StreamsApp:
         self.serving: ServingStore = serving or configured_serving_store(self.config)
         self.master = master
         self._spark = spark
-        if spark is not None and spark_config(self.config):
+        if spark is not None and (ignored := spark_config(self.config)):
             log.warning("the spark.* settings (%s) are for a SparkSession the application "
-                        "starts: the one it was given keeps its own",
-                        ", ".join(sorted(spark_config(self.config))))
+                        "starts: the one it was given keeps its own", ", ".join(sorted(ignored)))
         self._output = output
         self.development_broker = development_broker
         self.verbose = verbose

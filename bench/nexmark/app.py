@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the generator's events/s (bounds the auction-bid joins)")
     p.add_argument("--grace-ms", type=int, default=60_000)
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra StreamsApp settings")
+                   help="extra StreamsApp settings (spark.* ones go to the Spark session)")
     p.add_argument("--input-counts", type=json.loads, default=None, metavar="JSON",
                    help="the records of each input topic: progress events for the runner")
     p.add_argument("--live", action="store_true",
@@ -46,19 +46,24 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from streamtable.config import is_spark_key
     from streamtable.runtime.spark import StreamsApp
     from streamtable.runtime.spark.process.session import spark_session
 
     status = Status(args.status)
     config: dict[str, object] = {"bootstrap.servers": args.bootstrap,
                                  "application.id": args.app_id}
+    spark_conf: dict[str, str] = {}  # spark.* settings are the session's, made here
     for kv in args.config:
         key, _, value = kv.partition("=")
-        config[key] = int(value) if value.lstrip("-").isdigit() else value
+        if is_spark_key(key):
+            spark_conf[key] = value
+        else:
+            config[key] = int(value) if value.lstrip("-").isdigit() else value
     params = Params.of(Generator(rate=args.rate), args.grace_ms)
     topology = QUERIES[args.query].topology(params, args.output)
     t0 = time.time()
-    spark = spark_session(None, f"streamtable-{args.app_id}")
+    spark = spark_session(None, f"streamtable-{args.app_id}", conf=spark_conf)
     if args.input_counts:
         from bench.nexmark.contenders.spark_progress import InputProgress
 

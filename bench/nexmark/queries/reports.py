@@ -4,14 +4,14 @@ written in two shapes, each where it is the faster one.
 
 **q15, a count of keys** (one group a day: every bid lands in it). Each bid adds one record per
 (group, slot, item) to a table of counts: per bidder and per auction for the distinct counts (in
-all and in the bid's price rank), and one item for the bid counts. That table, re-grouped by the
-day, gathers its rows into one value with an adder and a subtractor. A bidder's first bid adds a
-row (+1); a later one updates the row, which the re-grouping sees as the old row taken out (-1)
-and the new one put in (+1): the distinct count is exact and needs no set of ids in one value.
-A bid count is the count of its row. Counting keys lets the records of one key be counted where
-they are read, before the shuffle (``count()``'s map-side combine): each task sends one partial
-count per key per batch rather than a record per bid, so the day's one group is not one task's
-work.
+all and in the bid's price rank), and one item for the bid count of its price rank (the total is
+their sum). That table, re-grouped by the day, gathers its rows into one value with an adder
+and a subtractor. A bidder's first bid adds a row (+1); a later one updates the row, which the
+re-grouping sees as the old row taken out (-1) and the new one put in (+1): the distinct count
+is exact and needs no set of ids in one value. A bid count is the count of its row. Counting
+keys lets the records of one key be counted where they are read, before the shuffle
+(``count()``'s map-side combine): each task sends one partial count per key per batch rather
+than a record per bid, so the day's one group is not one task's work.
 
 **q16, ids seen for the first time** (~10,000 channels a day, most with a few dozen bids: their
 rows would not combine). Each bid goes once, reduced to ``(bidder, auction, rank, minute)``, to
@@ -60,21 +60,27 @@ def group_key(group: tuple[Any, ...], _: Any) -> Any:
 
 
 def add_row(group: Any, row: tuple[str, Any, int], figures: dict[str, Any]) -> dict[str, Any]:
-    """A row of the counts table, ``(slot, item, count)``, into its group's figures."""
+    """A row of the counts table, ``(slot, item, count)``, into its group's figures: a price
+    rank's bid count (``total_bids`` is their sum) or an id new to a distinct count."""
     slot, item, n = row
     if slot.endswith("_bids"):
-        return {**figures, slot: n}
+        return {**figures, slot: n, "total_bids": figures.get("total_bids", 0) + n}
     return {**figures, slot: figures.get(slot, 0) + 1}
 
 
 def remove_row(group: Any, row: tuple[str, Any, int],
                figures: dict[str, Any]) -> dict[str, Any]:
     """A row taken out of its group's figures: always followed by its update's new row (no row
-    of a count is deleted), which sets a bid count again."""
-    slot = row[0]
+    of a count is deleted), which sets a rank's bid count again."""
+    slot, item, n = row
     if slot.endswith("_bids"):
-        return figures
+        return {**figures, "total_bids": figures["total_bids"] - n}
     return {**figures, slot: figures[slot] - 1}
+
+
+# a price rank's slots: its distinct bidders, its distinct auctions, its bids
+RANK_SLOTS = {rank: (f"{rank}_bidders", f"{rank}_auctions", f"{rank}_bids")
+              for rank in SLOTS[1:]}
 
 
 def counted_report(group_of: Callable[[dict[str, Any]], tuple[Any, ...]],
@@ -86,12 +92,12 @@ def counted_report(group_of: Callable[[dict[str, Any]], tuple[Any, ...]],
 
     # (a null value would be dropped by the aggregation, as in Kafka Streams)
     def rows(auction: Any, bid: dict[str, Any]) -> list[tuple[tuple[Any, ...], int]]:
-        group, rank = group_of(bid), price_rank(bid["price"])
-        out = [((*group, f"{slot}_{kind}", who), 1)
-               for kind, who in (("bidders", bid["bidder"]), ("auctions", bid["auction"]))
-               for slot in ("total", rank)]
-        out += [((*group, "total_bids", None), 1), ((*group, f"{rank}_bids", None), 1)]
-        return out
+        group = group_of(bid)
+        bidders, auctions, bids = RANK_SLOTS[price_rank(bid["price"])]
+        bidder, auction = bid["bidder"], bid["auction"]
+        return [((*group, "total_bidders", bidder), 1), ((*group, bidders, bidder), 1),
+                ((*group, "total_auctions", auction), 1), ((*group, auctions, auction), 1),
+                ((*group, bids, None), 1)]
 
     (b.stream(BID_TOPIC)
      .flat_map(rows)
@@ -105,12 +111,17 @@ def counted_report(group_of: Callable[[dict[str, Any]], tuple[Any, ...]],
     return b.build()
 
 
+# a price rank's bit in the ranks an id was seen in
+RANK_BITS = {"rank1": 1, "rank2": 2, "rank3": 4}
+
+
 def first_seen() -> Any:
     """A processor marking which of a bid's bidder and auction its group sees for the first
     time, in all and in the bid's price rank: the value ``(bidder, auction, rank, minute)``
     becomes ``(rank, new, minute)``, ``new`` a bit per slot of :func:`add_bid`. Its store
-    ``seen`` holds the ``(group, slot, id)`` seen so far. (Made here: the peers import this
-    module without streamtable.)"""
+    ``seen`` holds for each ``(group, "bidder" or "auction", id)`` seen so far the price ranks
+    it was seen in (:data:`RANK_BITS`): a bid looks up two keys. (Made here: the peers import
+    this module without streamtable.)"""
     from streamtable import Processor
 
     class FirstSeen(Processor):
@@ -120,14 +131,15 @@ def first_seen() -> Any:
         def process(self, record: Any) -> None:
             group = record.key
             bidder, auction, rank, at = record.value
-            seen, new = self.seen, 0
-            for bit, key in enumerate(((group, "total_bidders", bidder),
-                                       (group, f"{rank}_bidders", bidder),
-                                       (group, "total_auctions", auction),
-                                       (group, f"{rank}_auctions", auction))):
-                if seen.get(key) is None:
-                    seen.put(key, True)
-                    new |= 1 << bit
+            seen, bit, new = self.seen, RANK_BITS[rank], 0
+            for shift, key in ((0, (group, "bidder", bidder)), (2, (group, "auction", auction))):
+                ranks = seen.get(key)
+                if ranks is None:  # new in all and in the rank
+                    seen.put(key, bit)
+                    new |= 0b11 << shift
+                elif not ranks & bit:  # new in the rank
+                    seen.put(key, ranks | bit)
+                    new |= 0b10 << shift
             self.forward(record.with_value((rank, new, at)))
 
     return FirstSeen()

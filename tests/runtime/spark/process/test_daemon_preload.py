@@ -21,6 +21,26 @@ def test_the_daemon_preloads_the_stage_code_and_streamtable_s_public_names() -> 
     assert out.strip() == repr(sorted(NEEDED))
 
 
+def test_a_worker_s_arrow_conversions_import_no_pandas_and_pandas_still_works() -> None:
+    """pyarrow imports pandas the first time it converts a Python list (~45 MB and ~0.2 s a
+    worker): the daemon tells it once that pandas is not there. pyarrow's pandas functions
+    still import it when asked, and convert as they do without the daemon."""
+    code = ("import sys; import pyarrow as pa; "
+            "from streamtable.runtime.spark.process.daemon import pyarrow_without_pandas, "
+            "preload; pyarrow_without_pandas(); preload(); "
+            "pa.array([b'k', None]); pa.table({'n': [1, 2]}); "
+            "print('pandas' in sys.modules); "
+            "df = pa.table({'n': [1, None]}).to_pandas(); "
+            "ts = __import__('pandas').to_datetime(['2020-01-01']).tz_localize('UTC'); "
+            "print(df['n'].isna().tolist(), pa.Array.from_pandas(ts).type, "
+            "pa.array(__import__('pandas').Categorical(['a'])).type)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split("\n")
+    assert out[0] == "False"
+    assert out[1] == ("[False, True] timestamp[ns, tz=UTC] "
+                      "dictionary<values=string, indices=int8, ordered=0>")
+
+
 def _planner_log(options: dict[str, str], *lines: tuple[str, str, str]) -> str:
     """What a fresh process writes on stderr after making the source's reader with
     ``options`` (as Spark's planner process does) and logging ``lines`` (logger, level,

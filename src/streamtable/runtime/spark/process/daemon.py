@@ -61,8 +61,9 @@ def pyarrow_without_pandas() -> None:
     ``Array.from_pandas`` after it) import it when they are called, so a pandas UDF run by the
     same session still works: its input's ``to_pandas`` makes pyarrow look again.
 
-    >>> pyarrow_without_pandas()
-    >>> import pyarrow as pa; _ = pa.array([1])
+    Called in the daemon, before it forks its first worker:
+
+    >>> pyarrow_without_pandas()  # doctest: +SKIP
     """
     import sys
 

@@ -18,7 +18,9 @@ rows would not combine). Each bid goes once, reduced to ``(bidder, auction, rank
 its group's task, where a processor of the Processor API keeps the ``(group, slot, id)`` it has
 seen in a store and marks which of the bid's ids are new; a plain aggregate adds them up.
 Kafka Streams' way to deduplicate: one record per bid through one shuffle, instead of seven
-rows through two.
+rows through two. Half of the bids are on four channels: the shuffle has 8 partitions rather
+than the input's 2, so that those four rarely share a task (at 1,000,000 events 24.9-28.1 s
+against 27.2-31.4 s; at 10,000,000 on RocksDB stores 30,930 events/s against 21,611).
 """
 
 from __future__ import annotations
@@ -173,7 +175,7 @@ def first_seen_report(group_of: Callable[[dict[str, Any]], tuple[Any, ...]],
     (b.stream(BID_TOPIC)
      .map(lambda _, bid: (group_of(bid), (bid["bidder"], bid["auction"],
                                           price_rank(bid["price"]), minute(bid["dateTime"]))))
-     .repartition()
+     .repartition(partitions=8)
      .process_values(first_seen, "seen")
      .group_by_key()
      .aggregate(dict, add_bid)

@@ -15,8 +15,9 @@ than a record per bid, so the day's one group is not one task's work.
 
 **q16, ids seen for the first time** (~10,000 channels a day, most with a few dozen bids: their
 rows would not combine). Each bid goes once, reduced to ``(bidder, auction, rank, minute)``, to
-its group's task, where a processor of the Processor API keeps the ``(group, slot, id)`` it has
-seen in a store and marks which of the bid's ids are new; a plain aggregate adds them up.
+its group's task, where a processor of the Processor API keeps in a store the bidders and
+auctions the group has seen, with the price ranks they were seen in, and marks which of the
+bid's ids are new in all or in its rank; a plain aggregate adds them up.
 Kafka Streams' way to deduplicate: one record per bid through one shuffle, instead of seven
 rows through two. Half of the bids are on four channels: the shuffle has 8 partitions rather
 than the input's 2, so that those four rarely share a task (at 1,000,000 events 24.9-28.1 s

@@ -25,6 +25,26 @@ from bench.nexmark.generator import DEFAULT_RATE, Generator
 from bench.nexmark.queries import QUERIES, Params
 
 
+def split_config(pairs: list[str]) -> tuple[dict[str, object], dict[str, str]]:
+    """``--config KEY=VALUE`` pairs as the application's settings (integers as ints) and the
+    Spark session's (``spark.*``, made here: the app is given the session).
+
+    >>> split_config(["max.records.per.batch=5000", "spark.eventLog.enabled=true"])
+    ({'max.records.per.batch': 5000}, {'spark.eventLog.enabled': 'true'})
+    """
+    from streamtable.config import is_spark_key
+
+    settings: dict[str, object] = {}
+    spark_conf: dict[str, str] = {}
+    for kv in pairs:
+        key, _, value = kv.partition("=")
+        if is_spark_key(key):
+            spark_conf[key] = value
+        else:
+            settings[key] = int(value) if value.lstrip("-").isdigit() else value
+    return settings, spark_conf
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.nexmark.app", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,20 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from streamtable.config import is_spark_key
     from streamtable.runtime.spark import StreamsApp
     from streamtable.runtime.spark.process.session import spark_session
 
     status = Status(args.status)
     config: dict[str, object] = {"bootstrap.servers": args.bootstrap,
                                  "application.id": args.app_id}
-    spark_conf: dict[str, str] = {}  # spark.* settings are the session's, made here
-    for kv in args.config:
-        key, _, value = kv.partition("=")
-        if is_spark_key(key):
-            spark_conf[key] = value
-        else:
-            config[key] = int(value) if value.lstrip("-").isdigit() else value
+    settings, spark_conf = split_config(args.config)
+    config.update(settings)
     params = Params.of(Generator(rate=args.rate), args.grace_ms)
     topology = QUERIES[args.query].topology(params, args.output)
     t0 = time.time()

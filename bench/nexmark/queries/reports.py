@@ -151,11 +151,11 @@ def first_seen() -> Any:
 def add_bid(group: Any, bid: tuple[str, int, str], figures: dict[str, Any]) -> dict[str, Any]:
     """A bid marked by :func:`first_seen` into its group's figures."""
     rank, new, at = bid
+    bidders, auctions, bids = RANK_SLOTS[rank]
     out = {**figures}
     out["total_bids"] = out.get("total_bids", 0) + 1
-    out[f"{rank}_bids"] = out.get(f"{rank}_bids", 0) + 1
-    for bit, slot in enumerate(("total_bidders", f"{rank}_bidders", "total_auctions",
-                                f"{rank}_auctions")):
+    out[bids] = out.get(bids, 0) + 1
+    for bit, slot in enumerate(("total_bidders", bidders, "total_auctions", auctions)):
         if new >> bit & 1:
             out[slot] = out.get(slot, 0) + 1
     latest = out.get("minute")

@@ -58,6 +58,28 @@ def encode_ids(ids: Any) -> bytes | None:
     return json.dumps(sorted(ids), separators=(",", ":")).encode()
 
 
+def split_config(pairs: list[str]) -> tuple[dict[str, object], dict[str, str]]:
+    """A streamtable application's ``--config KEY=VALUE`` pairs as its settings (integers as
+    ints) and its Spark session's (``spark.*``: the bench makes the session and hands it to the
+    application, which would only warn about them). Imports streamtable, so only streamtable's
+    contenders call it.
+
+    >>> split_config(["max.records.per.batch=5000", "spark.eventLog.enabled=true"])
+    ({'max.records.per.batch': 5000}, {'spark.eventLog.enabled': 'true'})
+    """
+    from streamtable.config import is_spark_key
+
+    settings: dict[str, object] = {}
+    spark_conf: dict[str, str] = {}
+    for kv in pairs:
+        key, _, value = kv.partition("=")
+        if is_spark_key(key):
+            spark_conf[key] = value
+        else:
+            settings[key] = int(value) if value.lstrip("-").isdigit() else value
+    return settings, spark_conf
+
+
 def parse_args(argv: list[str] | None = None, extra: Any = None) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--workload", choices=("w1", "w2"), required=True)

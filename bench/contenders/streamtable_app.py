@@ -17,7 +17,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from common import US_EXCHANGES, Status, log, parse_args, stop_event_on_signals  # noqa: E402
+from common import (  # noqa: E402
+    US_EXCHANGES,
+    Status,
+    log,
+    parse_args,
+    split_config,
+    stop_event_on_signals,
+)
 
 
 def w2_topology(input_topic: str, output_topic: str):  # type: ignore[no-untyped-def]
@@ -71,13 +78,12 @@ def main() -> int:
     else:
         topology = w2_topology(args.input, args.output)
         store = "us-share-holders"
-    for kv in args.config:
-        k, _, v = kv.partition("=")
-        config[k] = int(v) if v.lstrip("-").isdigit() else v
+    settings, spark_conf = split_config(args.config)
+    config.update(settings)
     if args.commit_interval_ms is not None:
         config["commit.interval.ms"] = args.commit_interval_ms
     t0 = time.time()
-    spark_conf = dict(kv.split("=", 1) for kv in args.spark_conf)
+    spark_conf.update(kv.split("=", 1) for kv in args.spark_conf)
     spark = spark_session(args.master, f"streamtable-{args.app_id}", conf=spark_conf)
     status.event("engine_ready", seconds=time.time() - t0)
     app = StreamsApp(topology, config=config, state_dir=args.state_dir, spark=spark,

@@ -20,29 +20,9 @@ import sys
 import threading
 import time
 
-from bench.contenders.common import Status
+from bench.contenders.common import Status, split_config
 from bench.nexmark.generator import DEFAULT_RATE, Generator
 from bench.nexmark.queries import QUERIES, Params
-
-
-def split_config(pairs: list[str]) -> tuple[dict[str, object], dict[str, str]]:
-    """``--config KEY=VALUE`` pairs as the application's settings (integers as ints) and the
-    Spark session's (``spark.*``, made here: the app is given the session).
-
-    >>> split_config(["max.records.per.batch=5000", "spark.eventLog.enabled=true"])
-    ({'max.records.per.batch': 5000}, {'spark.eventLog.enabled': 'true'})
-    """
-    from streamtable.config import is_spark_key
-
-    settings: dict[str, object] = {}
-    spark_conf: dict[str, str] = {}
-    for kv in pairs:
-        key, _, value = kv.partition("=")
-        if is_spark_key(key):
-            spark_conf[key] = value
-        else:
-            settings[key] = int(value) if value.lstrip("-").isdigit() else value
-    return settings, spark_conf
 
 
 def main(argv: list[str] | None = None) -> int:

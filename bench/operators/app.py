@@ -18,7 +18,7 @@ import logging
 import sys
 import time
 
-from bench.contenders.common import Status
+from bench.contenders.common import Status, split_config
 from bench.operators.families import FAMILIES
 
 
@@ -44,12 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     status = Status(args.status)
     config = {**family.settings, "bootstrap.servers": args.bootstrap,
               "application.id": args.app_id}
-    for kv in args.config:
-        key, _, value = kv.partition("=")
-        config[key] = int(value) if value.lstrip("-").isdigit() else value
+    settings, spark_conf = split_config(args.config)
+    config.update(settings)
     topology = family.topology(json.loads(args.topics), args.output)
     t0 = time.time()
-    spark = spark_session(None, f"streamtable-{args.app_id}")
+    spark = spark_session(None, f"streamtable-{args.app_id}", conf=spark_conf)
     status.event("engine_ready", seconds=time.time() - t0)
     app = StreamsApp(topology, config=config, state_dir=args.state_dir, spark=spark,
                      development_broker=True)

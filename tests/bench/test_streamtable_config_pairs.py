@@ -1,9 +1,10 @@
-"""The streamtable contender's command line: ``--config`` pairs go to the application, and
-``spark.*`` ones to the Spark session it makes (an application given a session ignores them)."""
+"""The streamtable contenders' command lines (Nexmark, operators, W1/W2): ``--config`` pairs go to
+the application, and ``spark.*`` ones to the Spark session the bench makes (an application
+given a session ignores them)."""
 
 from __future__ import annotations
 
-from bench.nexmark.app import split_config
+from bench.contenders.common import split_config
 
 
 def test_spark_keys_go_to_the_session_and_the_rest_to_the_application() -> None:

@@ -343,6 +343,49 @@ def _comm(pid: int) -> str:
         return "?"
 
 
+#: the JVM's threads by what they do, from the start of their names (``/proc``'s ``comm``,
+#: cut at 15 characters): Spark's task threads (reading and writing the Python workers' Arrow
+#: batches, the shuffles), the JIT compilers, the garbage collector; the rest is "other"
+JVM_THREAD_GROUPS = (("Executor task", "tasks"), ("C1 Compiler", "JIT compiler"),
+                     ("C2 Compiler", "JIT compiler"), ("VM Thread", "GC"), ("GC Thread", "GC"),
+                     ("G1 ", "GC"))
+
+
+def jvm_thread_group(name: str) -> str:
+    """What a JVM thread named ``name`` does (see :data:`JVM_THREAD_GROUPS`).
+
+    >>> jvm_thread_group("Executor task l"), jvm_thread_group("C1 CompilerThre")
+    ('tasks', 'JIT compiler')
+    >>> jvm_thread_group("dag-scheduler-e")
+    'other'
+    """
+    return next((group for start, group in JVM_THREAD_GROUPS if name.startswith(start)),
+                "other")
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """Each thread of a process: its id, its name and its user + system CPU seconds so far."""
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm", "rb") as fh:
+                name = fh.read().decode(errors="replace").strip()
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                stat = fh.read()
+            rest = stat[stat.rfind(b")") + 2:].split()
+            out[int(tid)] = (name, (int(rest[11]) + int(rest[12])) / CLK_TCK)
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended
+    return out
+
+
+SPARK_JVM = "java (Spark JVM)"
+
+
 def _kind(pid: int) -> str:
     """A short name for a process: its command, with the Python module or script it runs."""
     try:
@@ -362,7 +405,7 @@ def _kind(pid: int) -> str:
         script = next((a for a in argv[1:] if a.endswith(".py")), "")
         return f"python {os.path.basename(script)}"
     if exe == "java":
-        return "java (Spark JVM)" if any("SparkSubmit" in a for a in argv) else "java"
+        return SPARK_JVM if any("SparkSubmit" in a for a in argv) else "java"
     return exe
 
 
@@ -400,6 +443,8 @@ class TreeSampler(threading.Thread):
         self.samples = 0
         self.timeline: list[TreeSample] = []
         self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (kind, cpu seconds last seen)
+        # (pid, thread id) of a Spark JVM -> (thread group, cpu seconds last seen)
+        self.jvm_threads: dict[tuple[int, int], tuple[str, float]] = {}
         self._halt = threading.Event()
 
     def sample(self) -> None:
@@ -408,6 +453,9 @@ class TreeSampler(threading.Thread):
             prev = self.cpu.get(p)
             kind = prev[0] if prev and prev[0] not in ("bash", "sh") else _kind(p)
             self.cpu[p] = (kind, _cpu_seconds(p))
+            if kind == SPARK_JVM:
+                for tid, (name, secs) in thread_cpu_seconds(p).items():
+                    self.jvm_threads[(p, tid)] = (jvm_thread_group(name), secs)
         rss = {p: _rss_bytes(p) for p in pids}
         total = sum(rss.values())
         pss_of = {p: _pss_bytes(p) for p in pids}
@@ -435,6 +483,14 @@ class TreeSampler(threading.Thread):
         out: dict[str, float] = {}
         for kind, secs in self.cpu.values():
             out[kind] = out.get(kind, 0.0) + secs
+        return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+    def cpu_by_jvm_thread(self) -> dict[str, float]:
+        """The Spark JVMs' CPU seconds by thread group (:func:`jvm_thread_group`), largest
+        first: a thread that ended counts with what it had used at the last sample."""
+        out: dict[str, float] = {}
+        for group, secs in self.jvm_threads.values():
+            out[group] = out.get(group, 0.0) + secs
         return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
 
     def run(self) -> None:

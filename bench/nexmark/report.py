@@ -30,6 +30,24 @@ def one_line(row: Any) -> str:
             f"{row.peak_pss_mb:,.0f} MB), {row.output_records:,} output records, checked")
 
 
+def cpu_line(row: Any) -> str:
+    """One row's CPU seconds by process, and its JVM's by thread where it has one.
+
+    >>> class R:
+    ...     query, contender = "q4", "streamtable"
+    ...     cpu_by_process = {"daemon": 17.1, "java (Spark JVM)": 8.5}
+    ...     cpu_by_jvm_thread = {"tasks": 4.0, "JIT compiler": 2.5}
+    >>> cpu_line(R())
+    '- q4, streamtable: daemon 17.1, java (Spark JVM) 8.5; JVM threads: tasks 4.0, JIT compiler 2.5'
+    """
+    line = (f"- {row.query}, {row.contender}: "
+            + ", ".join(f"{k} {v:,.1f}" for k, v in list(row.cpu_by_process.items())[:5]))
+    threads = getattr(row, "cpu_by_jvm_thread", None)
+    if threads:
+        line += "; JVM threads: " + ", ".join(f"{k} {v:,.1f}" for k, v in threads.items())
+    return line
+
+
 def table(rows: list[Any]) -> str:
     lines = ["| query | contender | events | events/s | events/s per core | wall s | CPU s | "
              "peak RSS MB | peak PSS MB | batches | output records | check |",
@@ -106,6 +124,13 @@ def section(rows: list[Any], command: str, machine: dict[str, Any],
     if engines:
         queries = list(dict.fromkeys(r.query for r in rows))
         out += ["Which contender expresses which query:", "", coverage(queries, engines), ""]
+    spent = [r for r in rows if r.status == "OK" and getattr(r, "cpu_by_process", None)]
+    if spent:
+        out += ["Where the CPU seconds went, by process (the largest five) and, for a Spark "
+                "JVM, by thread (tasks: moving the Python workers' Arrow batches and the "
+                "shuffles):", ""]
+        out += [cpu_line(r) for r in spent]
+        out.append("")
     problems = [r for r in rows if r.status not in ("OK",)]
     if problems:
         out.append("Not OK:")

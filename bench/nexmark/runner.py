@@ -79,6 +79,7 @@ class Row:
     output_records: int = 0
     rss_by_process: dict[str, float] = field(default_factory=dict)
     cpu_by_process: dict[str, float] = field(default_factory=dict)
+    cpu_by_jvm_thread: dict[str, float] = field(default_factory=dict)
     log: str = ""
 
 
@@ -159,6 +160,7 @@ def run_one(query: str, contender: Contender, args: argparse.Namespace, bootstra
     row.rss_by_process = {k: round(v / 2**20, 1) for k, v in
                           sorted(tree.peak_procs.items(), key=lambda kv: -kv[1])}
     row.cpu_by_process = tree.cpu_by_kind()
+    row.cpu_by_jvm_thread = tree.cpu_by_jvm_thread()
     if rc is None:
         row.status = "TIMEOUT"
         row.seconds, row.rate, row.reason = partial_rate(proc.last_event("progress"), t_start,

@@ -64,6 +64,20 @@ def expired_by(key: Any, up_to: int) -> bool:
             and all_int64(key[1:]))
 
 
+def expired_keys(keys: Iterable[Any], up_to: int) -> list[Any]:
+    """The keys of ``keys`` that :func:`expired_by` ``up_to``, checked inline first (a
+    restore's scan of a whole join window store: a call per key was a quarter of its time).
+
+    >>> expired_keys([("k", 5, 0), ("k", 6, 0), ("k", 5, "x"), (None,), "k"], 5)
+    [('k', 5, 0)]
+    """
+    low = -_INT64
+    return [k for k in keys if type(k) is tuple and len(k) > 1 and type(k[1]) is int
+            and low <= k[1] <= up_to and k[1] < _INT64
+            and (type(k[2]) is int and low <= k[2] < _INT64 if len(k) == 3  # (key, ts, seq)
+                 else all_int64(k[2:]))]
+
+
 def check_store_kind(spec: StoreSpec) -> None:
     """Raise for a store kind these stores cannot hold."""
     if spec.kind not in SUPPORTED_KINDS:
@@ -325,7 +339,7 @@ class InMemoryKeyValueStore:
         data = self._data
         up_to = items.get(EXPIRED_UP_TO)
         if up_to is not None:
-            for k in [k for k in data if expired_by(k, up_to)]:
+            for k in expired_keys(data, up_to):
                 del data[k]
         for k, v in items.items():
             if v is None:

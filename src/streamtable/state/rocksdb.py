@@ -48,7 +48,7 @@ from typing import Any
 from streamtable.state.stores import (
     EXPIRED_UP_TO,
     all_int64,
-    expired_by,
+    expired_keys,
     file_by_first,
     sorted_keys,
 )
@@ -533,7 +533,7 @@ class RocksDBKeyValueStore:
             if not dirty or _decode_key(raw_key[len(self._prefix):]) not in dirty:
                 gone += 1  # a key of the overlay counts below
         batch = self._copy.pending()
-        for k in [k for k in dirty if expired_by(k, up_to)]:
+        for k in expired_keys(dirty, up_to):
             if dirty.pop(k) is not None:
                 gone += 1
             batch.delete(self._prefix + _encode_key(k))

@@ -324,23 +324,35 @@ def _pss_bytes(pid: int) -> int:
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
+def _stat_cpu_seconds(stat_path: str) -> float | None:
+    """User + system CPU seconds from a ``/proc`` ``stat`` file (a process's or a thread's);
+    None when it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
+        with open(stat_path, "rb") as fh:
             stat = fh.read()
         rest = stat[stat.rfind(b")") + 2:].split()
         return (int(rest[11]) + int(rest[12])) / CLK_TCK
     except (OSError, IndexError, ValueError):
-        return 0.0
+        return None
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    return _stat_cpu_seconds(f"/proc/{pid}/stat") or 0.0
+
+
+def _read_comm(proc_path: str) -> str | None:
+    """The name (``comm``) of the process or thread at ``proc_path``; None when it is gone."""
+    try:
+        with open(f"{proc_path}/comm", "rb") as fh:
+            return fh.read().decode(errors="replace").strip()
+    except OSError:
+        return None
 
 
 def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm", "rb") as fh:
-            return fh.read().decode(errors="replace").strip()
-    except OSError:
-        return "?"
+    name = _read_comm(f"/proc/{pid}")
+    return "?" if name is None else name
 
 
 #: the JVM's threads by what they do, from the start of their names (``/proc``'s ``comm``,
@@ -371,15 +383,10 @@ def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
     except OSError:
         return out
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm", "rb") as fh:
-                name = fh.read().decode(errors="replace").strip()
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
-                stat = fh.read()
-            rest = stat[stat.rfind(b")") + 2:].split()
-            out[int(tid)] = (name, (int(rest[11]) + int(rest[12])) / CLK_TCK)
-        except (OSError, IndexError, ValueError):
-            continue  # the thread ended
+        path = f"/proc/{pid}/task/{tid}"
+        name, secs = _read_comm(path), _stat_cpu_seconds(f"{path}/stat")
+        if name is not None and secs is not None:  # else the thread ended
+            out[int(tid)] = (name, secs)
     return out
 
 

@@ -42,9 +42,9 @@ def cpu_line(row: Any) -> str:
     """
     line = (f"- {row.query}, {row.contender}: "
             + ", ".join(f"{k} {v:,.1f}" for k, v in list(row.cpu_by_process.items())[:5]))
-    threads = getattr(row, "cpu_by_jvm_thread", None)
-    if threads:
-        line += "; JVM threads: " + ", ".join(f"{k} {v:,.1f}" for k, v in threads.items())
+    if row.cpu_by_jvm_thread:
+        line += "; JVM threads: " + ", ".join(f"{k} {v:,.1f}"
+                                               for k, v in row.cpu_by_jvm_thread.items())
     return line
 
 
@@ -124,7 +124,7 @@ def section(rows: list[Any], command: str, machine: dict[str, Any],
     if engines:
         queries = list(dict.fromkeys(r.query for r in rows))
         out += ["Which contender expresses which query:", "", coverage(queries, engines), ""]
-    spent = [r for r in rows if r.status == "OK" and getattr(r, "cpu_by_process", None)]
+    spent = [r for r in rows if r.status == "OK" and r.cpu_by_process]
     if spent:
         out += ["Where the CPU seconds went, by process (the largest five) and, for a Spark "
                 "JVM, by thread (tasks: moving the Python workers' Arrow batches and the "

@@ -125,6 +125,25 @@ def test_a_record_without_a_timestamp_takes_its_time_from_the_extractor_in_batch
     assert seen == [("b", 40), ("a", 5)]
 
 
+def test_at_equal_timestamps_a_stream_record_joins_the_tables_update_of_that_time():
+    # "orders" sorts before "prices", and its record is piped first: only the rule that a
+    # table's records go first at equal timestamps makes the order join the price
+    b = StreamsBuilder()
+    prices = b.table("prices")
+    b.stream("orders").join(prices, lambda qty, price: qty * price).to("costs")
+    topology = b.build()
+    assert wire(topology, StreamsConfig({"application.id": "app"})).table_topics == {"prices"}
+    driver = TopologyTestDriver(topology, batch_mode=True)
+    orders, table = driver.create_input_topic("orders"), driver.create_input_topic("prices")
+    orders.pipe_input("apple", 3, timestamp=10)
+    table.pipe_input("apple", 2, timestamp=10)
+    orders.pipe_input("pear", 5, timestamp=11)  # the pear's price comes later: no join
+    table.pipe_input("pear", 7, timestamp=12)
+    driver.run_batch()
+    assert [(r.key, r.value) for r in driver.create_output_topic("costs").read_records()] == [
+        ("apple", 6)]
+
+
 def test_foreign_key_join_mirrors_are_processed_first():
     b = StreamsBuilder()
     right = b.table("right", materialized="right-store")

@@ -212,3 +212,30 @@ def test_the_cut_is_the_latest_timestamp_whose_records_fit(
     # the same cut whether the lookup tells the timestamps it found or not, whatever the hint
     plain = cut_at_timestamp(starts, ends, budget, FakeLog(data, False).lookup)
     assert plain.ends == cut.ends and plain.timestamp == cut.timestamp
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from("abcde"),
+                       st.lists(st.integers(BASE, BASE + 8), max_size=25), min_size=2),
+       st.data(), st.integers(1, 12))
+def test_a_tables_records_at_the_cut_go_in_before_the_others_at_the_cut(
+        data: dict[str, list[int]], draw: st.DataObject, budget: int) -> None:
+    # few distinct timestamps: most cuts fall among records of equal time
+    data = {k: sorted(v) for k, v in data.items()}
+    tables = set(draw.draw(st.sets(st.sampled_from(sorted(data)), min_size=1)))
+    log = FakeLog(data)
+    starts = {k: 0 for k in data}
+    ends = {k: len(v) for k, v in data.items()}
+    while starts != ends:
+        cut = cut_at_timestamp(starts, ends, budget, log.lookup, first_at_cut=tables)
+        assert sum(cut.ends[k] - starts[k] for k in data) == min(
+            budget, sum(ends[k] - starts[k] for k in data))
+        # a stream record in this batch or an earlier one: every table record of its time or
+        # earlier is there too, so a task processing tables first at equal times sees them
+        latest_stream = max((data[k][cut.ends[k] - 1] for k in data
+                             if k not in tables and cut.ends[k] > 0), default=None)
+        if latest_stream is not None:
+            for k in tables:
+                left = data[k][cut.ends[k]:]
+                assert not left or left[0] > latest_stream, (k, cut)
+        starts = cut.ends

@@ -1,14 +1,18 @@
 """The winning bids (q9) and what is built on them: the average winning price per category
 (q4) and per seller over their latest auctions (q6).
 
-A bid counts for an auction when ``B.dateTime BETWEEN A.dateTime AND A.expires``. No auction
-lasts longer than ``Params.auction_length_ms``, so a windowed stream-stream join of bids with
-the auctions of the preceding ``auction_length_ms`` (bids and auctions are co-partitioned by
-auction id: no repartition) followed by the ``expires`` filter gives exactly the SQL's pairs,
-whichever side arrives first. The highest bid per auction is then a table (``reduce``) whose
-rows change as higher bids come: q4 and q6 aggregate that table with an adder and a
-subtractor, so a winner that is overtaken is taken out of its category's or seller's
-aggregate, which is what the SQL's updating join means.
+A bid counts for an auction when ``B.dateTime BETWEEN A.dateTime AND A.expires``. Each bid
+joins the auctions table (bids and auctions are co-partitioned by auction id: no repartition),
+then the filter keeps the SQL's pairs. The join sees every auction that started before or at
+the bid's time: a task processes its records in timestamp order across its partitions, a
+table's first at equal timestamps, and a batch that takes only part of the input ends at the
+same timestamp on every partition, a table's records at it first
+(:mod:`streamtable.engine.ordering`, :mod:`streamtable.kafka.batch_cut`). The join stores no
+bid: a windowed stream-stream join of the same pairs stores every bid for the grace period.
+The highest bid per auction is then a table (``reduce``) whose rows change as higher bids come:
+q4 and q6 aggregate that table with an adder and a subtractor, so a winner that is overtaken
+is taken out of its category's or seller's aggregate, which is what the SQL's updating join
+means.
 """
 
 from __future__ import annotations
@@ -34,17 +38,17 @@ def higher(best: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     return best
 
 
+def in_auction_time(id_: Any, row: dict[str, Any]) -> bool:
+    """``B.dateTime BETWEEN A.dateTime AND A.expires``."""
+    return bool(row["dateTime"] <= row["bid_dateTime"] <= row["expires"])
+
+
 def winning_bids(builder: Any, params: Params) -> Any:
     """The table auction id -> its highest bid within the auction's time (q9's row)."""
-    from streamtable import JoinWindows
-
-    # a bid at t joins the auctions that started in [t - auction_length, t]
-    started_before = (JoinWindows.of_time_difference_and_grace(0, params.grace_ms)
-                      .before(params.auction_length_ms))
-    auctions = builder.stream(AUCTION_TOPIC)
+    auctions = builder.table(AUCTION_TOPIC)
     return (builder.stream(BID_TOPIC)
-            .join(auctions, bid_in_auction, started_before)
-            .filter(lambda id_, row: row["bid_dateTime"] <= row["expires"])
+            .join(auctions, bid_in_auction)
+            .filter(in_auction_time)
             .group_by_key()
             .reduce(higher))
 

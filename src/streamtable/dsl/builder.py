@@ -411,6 +411,7 @@ class StreamsBuilder:
         materialized, key_serde, value_serde = _table_serdes(materialized, key_serde,
                                                              value_serde)
         source = self.add_source([topic], key_serde, value_serde, timestamp_extractor, named)
+        self._nodes[source].options["table"] = True  # see Topology.table_topics
         store = self.add_store(materialized, f"{topic}-STATE-STORE", [source],
                                versioned_ok=True)
         name = self.new_name("KTABLE-SOURCE")

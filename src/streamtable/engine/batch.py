@@ -115,7 +115,8 @@ def _run(topology: Topology, wiring: Wiring, sub: SubTopology, task_id: int, bat
     task.wall_clock_ms = wall_clock_ms
     task.stream_time = state.stream_time
     received: dict[str, int] = {}
-    for item in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics)):
+    for item in records(PartitionGroupOrdering(wiring.topic_rank, wiring.first_topics,
+                                                 wiring.table_topics)):
         if isinstance(item, RecordRun):
             received[item.topic] = received.get(item.topic, 0) + len(item)
             task.process_run(item)

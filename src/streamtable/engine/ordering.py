@@ -8,6 +8,11 @@ see what a record-at-a-time run would:
 
 - at equal timestamps, records of topics written by earlier stages come first (``topic_rank``):
   the test driver follows each record through the whole topology before the next one;
+- before those, at equal timestamps, records of topics read as tables (``table_topics``): a
+  stream record joins a table as it stands at the record's time, updates at that time
+  included, as a join with a versioned table does (Kafka Streams leaves the order of equal
+  timestamps open; a batch cut at a timestamp keeps this rule too, see
+  :mod:`streamtable.kafka.batch_cut`);
 - records of ``first_topics`` come before all others: the left values of a foreign-key join
   must be known before the answers about them, which a cache flush upstream can reorder.
 """
@@ -42,9 +47,11 @@ class PartitionGroupOrdering:
     """
 
     def __init__(self, topic_rank: Mapping[str, int] | None = None,
-                 first_topics: frozenset[str] = frozenset()) -> None:
+                 first_topics: frozenset[str] = frozenset(),
+                 table_topics: frozenset[str] = frozenset()) -> None:
         self.topic_rank = dict(topic_rank or {})
         self.first_topics = first_topics
+        self.table_topics = table_topics
 
     def order(self, records: Sequence[RawRecord]) -> Iterable[RawRecord]:
         runs: dict[tuple[str, int], list[RawRecord]] = {}
@@ -66,14 +73,20 @@ class PartitionGroupOrdering:
         >>> runs = {("in", 0): iter([r(0, 0, 5), r(0, 1, 1)]), ("in", 1): iter([r(1, 0, 3)])}
         >>> [(x.partition, x.offset) for x in PartitionGroupOrdering().merge(runs)]
         [(1, 0), (0, 0), (0, 1)]
+        >>> tied = {("bids", 0): [RawRecord("bids", 0, 0, 7, 1, "bid")],
+        ...         ("items", 0): [RawRecord("items", 0, 0, 7, 1, "item")]}
+        >>> [x.value for x in PartitionGroupOrdering(table_topics=frozenset({"items"}))
+        ...  .merge(tied)]
+        ['item', 'bid']
         """
         if not runs:
             return ()
         ordered = sorted(runs.items(), key=itemgetter(0))
         if len(ordered) == 1:
             return ordered[0][1]
-        rank = self.topic_rank
-        ordered.sort(key=lambda run: rank.get(run[0][0], -1))  # stable: then by partition
+        rank, tables = self.topic_rank, self.table_topics
+        # stable: then by topic and partition
+        ordered.sort(key=lambda run: (run[0][0] not in tables, rank.get(run[0][0], -1)))
         first = [run for (topic, _), run in ordered if topic in self.first_topics]
         rest = [run for (topic, _), run in ordered if topic not in self.first_topics]
         if first and rest:

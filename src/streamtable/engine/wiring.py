@@ -30,6 +30,8 @@ class Wiring:
     writing it (at equal timestamps, records of earlier stages first). ``first_topics``: real
     topics whose records a task processes before all others of a batch (the mirrored left
     values of a foreign-key join, which must be known before the answers about them).
+    ``table_topics``: topics read as tables, whose records go first at equal timestamps
+    (:attr:`~streamtable.topology.graph.Topology.table_topics`).
     ``rounds_per_batch``: how many state versions a batch has room for
     (:func:`state_version`): 1 without cycles, else :data:`MAX_ROUNDS`.
     """
@@ -40,6 +42,7 @@ class Wiring:
     topic_rank: Mapping[str, int]
     first_topics: frozenset[str]
     internal_topics: frozenset[str]
+    table_topics: frozenset[str] = frozenset()
     stage_groups: tuple[tuple[int, ...], ...] = ()
     rounds_per_batch: int = 1
 
@@ -101,6 +104,7 @@ def wire(topology: Topology, config: StreamsConfig) -> Wiring:
         ),
         internal_topics=frozenset(real[t] for t, spec in topology.topics.items()
                                   if spec.internal),
+        table_topics=frozenset(real[t] for t in topology.table_topics),
     )
 
 

@@ -11,7 +11,8 @@ grace is shorter than the gap).
 So the batch is cut at a timestamp: :func:`cut_at_timestamp` finds the largest ``T`` such
 that the records before each partition's first record at or after ``T`` fit the budget, and
 fills the rest of the budget with records at ``T`` itself (shared by count, which cannot
-misalign them: they all have timestamp ``T``). Every partition's batch then ends at about the
+misalign them: they all have timestamp ``T``; a table's partitions first, which a task
+processes first at equal timestamps too). Every partition's batch then ends at about the
 same timestamp, and within the batch each task merges its partitions by timestamp
 (:mod:`streamtable.engine.ordering`), as Kafka Streams does. ``lookup(T)`` answers, for every
 partition, the earliest offset whose record's timestamp is ``T`` or later: Kafka's ListOffsets
@@ -136,7 +137,8 @@ class _Counts(Generic[Key]):
 
 def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget: int,
                      lookup: Lookup[Key], *, lower: int | None = None,
-                     span: int | None = None) -> Cut[Key]:
+                     span: int | None = None,
+                     first_at_cut: Collection[Key] = ()) -> Cut[Key]:
     """The end offsets of a batch of at most ``budget`` records (at least one while any is
     available) from ``starts`` to ``ends``, ending on every partition at about the same
     timestamp (see the module's doc).
@@ -154,10 +156,16 @@ def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget:
     before its first record at or after ``T``, like Kafka's ``offsetsForTimes``; records
     without a timestamp count as earlier than any. A lookup that knows nothing (every
     partition at its start whatever ``T``) gives the split by count of :func:`split_budget`.
+    The records at ``T`` of the partitions in ``first_at_cut`` (a table's) go in before the
+    others' at ``T``, so no record of another partition at ``T`` is in a batch before them.
 
     >>> lookup = lambda t: {"a": (0, 7) if t <= 7 else (None, None)}  # 3 records at 7
     >>> cut_at_timestamp({"a": 0}, {"a": 3}, 2, lookup)  # all at one time: still progress
     Cut(ends={'a': 2}, timestamp=7, lookups=3)
+    >>> both = lambda t: {"a": (0, 7) if t <= 7 else (None, None),
+    ...                   "b": (0, 7) if t <= 7 else (None, None)}  # 3 records each, all at 7
+    >>> cut_at_timestamp({"a": 0, "b": 0}, {"a": 3, "b": 3}, 4, both, first_at_cut={"b"}).ends
+    {'a': 1, 'b': 3}
     """
     budget = max(0, int(budget))
     available = {k: max(0, ends[k] - starts[k]) for k in starts}
@@ -215,7 +223,9 @@ def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget:
     # rest of the budget, shared by count
     taken = sum(low_offsets[k] - starts[k] for k in active)
     at_cut = {k: max(0, high_offsets[k] - low_offsets[k]) for k in active}
-    extra = split_budget(at_cut, budget - taken)
+    extra = split_budget({k: n for k, n in at_cut.items() if k in first_at_cut}, budget - taken)
+    extra.update(split_budget({k: n for k, n in at_cut.items() if k not in extra},
+                              budget - taken - sum(extra.values())))
     result = dict(ends)
     for k in starts:
         result[k] = low_offsets[k] + extra[k] if k in extra else starts[k]
@@ -230,8 +240,8 @@ class BatchCutter:
     """Shares the budget of each batch of a backlog over its partitions: the topics read first
     take what they have (a global table's: Kafka Streams restores it before processing), then
     the others are cut at a timestamp (``split="timestamp"``, :func:`cut_at_timestamp`,
-    starting each search at the last batch's cut) or share the rest by count
-    (``split="count"``, :func:`split_budget`).
+    starting each search at the last batch's cut, the records at the cut of ``tables`` first)
+    or share the rest by count (``split="count"``, :func:`split_budget`).
 
     ``lookups(starts, ends, budget)`` makes the ``lookup`` of one batch's search (see
     :mod:`streamtable.kafka.timestamps`); when it fails the batch is shared by count, with a
@@ -249,10 +259,12 @@ class BatchCutter:
     def __init__(self, lookups: Callable[[Mapping[TopicPartitionKey, int],
                                           Mapping[TopicPartitionKey, int], int],
                                          Lookup[TopicPartitionKey]],
-                 split: str = "timestamp", read_first: Collection[str] = ()) -> None:
+                 split: str = "timestamp", read_first: Collection[str] = (),
+                 tables: Collection[str] = ()) -> None:
         self.lookups = lookups
         self.split = split
         self.read_first = frozenset(read_first)
+        self.tables = frozenset(tables)
         self.last_cut: int | None = None  # the timestamp the last batch was cut at
         # the last batch's records and time span (from the cut before it), for the next search
         self._last: tuple[int, int] | None = None
@@ -294,7 +306,8 @@ class BatchCutter:
                 # development broker reads the records that far
                 firsts = [stamp for _, stamp in lookup(0).values() if stamp is not None]
                 lower = min(firsts) if firsts else None
-            cut = cut_at_timestamp(begins, ends, budget, lookup, lower=lower, span=span)
+            cut = cut_at_timestamp(begins, ends, budget, lookup, lower=lower, span=span,
+                                   first_at_cut={k for k in begins if k[0] in self.tables})
         except Exception as exc:
             logger.warning(
                 "could not cut a batch of %d records at a timestamp, so its partitions share "

@@ -410,6 +410,9 @@ class StreamsApp:
         if self.topology.global_topics:
             # Kafka Streams restores a global table before processing: its records first
             options["topics.read.first"] = ",".join(self.topology.global_topics)
+        if self.topology.table_topics:
+            # at a batch's cut a table's records go first, as they do in a task at equal times
+            options["topics.tables"] = ",".join(self.topology.table_topics)
         if any(s.punctuates for s in plan.stages):
             # batches without records too, for wall-clock punctuation (see the module's doc)
             options["clock.tick.ms"] = str(int(self.config["commit.interval.ms"]) or 1000)

@@ -32,6 +32,9 @@ Options:
   as its times follow them.
 * ``topics.read.first``: topics (comma separated) whose records a batch takes before the
   others' (a global table's, which Kafka Streams restores before processing).
+* ``topics.tables``: topics (comma separated) read as tables: a batch cut at a timestamp takes
+  their records at that timestamp before the others' (a task processes them first at equal
+  timestamps, see :mod:`streamtable.engine.ordering`).
 * ``first.batch.records`` (default unset: every batch may take up to the cap; the application
   passes its memory budget's first batch for a topology with state, see ``budget.py``): after
   a start, batches ramp up from this size, four times larger each, to ``max.records.per.batch``,
@@ -261,7 +264,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise KafkaSourceError(
                 f"streamtable-kafka: batch.split must be 'timestamp' or 'count', got {split!r}")
         first_topics = {t.strip() for t in opts.get("topics.read.first", "").split(",")}
-        self._cutter = BatchCutter(self._timestamp_lookup, split, first_topics - {""})
+        tables = {t.strip() for t in opts.get("topics.tables", "").split(",")}
+        self._cutter = BatchCutter(self._timestamp_lookup, split, first_topics - {""},
+                                   tables - {""})
         self._read_timestamps: Any = None  # development broker: see _timestamp_lookup
         tick = opts.get("clock.tick.ms")
         self.clock_tick_ms = int(tick) if tick else None

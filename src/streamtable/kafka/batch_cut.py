@@ -220,7 +220,7 @@ def cut_at_timestamp(starts: Mapping[Key, int], ends: Mapping[Key, int], budget:
         bisect = (width is not None and not bisect and high is not None
                   and 2 * (high - low) > width)
     # the records from `low` to before `high` (all at `low` once the search ends) fill the
-    # rest of the budget, shared by count
+    # rest of the budget, shared by count: those of `first_at_cut` first, then the others
     taken = sum(low_offsets[k] - starts[k] for k in active)
     at_cut = {k: max(0, high_offsets[k] - low_offsets[k]) for k in active}
     extra = split_budget({k: n for k, n in at_cut.items() if k in first_at_cut}, budget - taken)

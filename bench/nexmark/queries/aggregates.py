@@ -10,6 +10,7 @@ from bench.nexmark.dates import day
 from bench.nexmark.events import BID_TOPIC
 from bench.nexmark.fields import BID_FIELDS
 from bench.nexmark.queries.base import Params, Query, pick
+from streamtable import Processor
 
 RANK1_BELOW, RANK2_BELOW = 10_000, 1_000_000
 
@@ -64,15 +65,48 @@ def q17(params: Params, output: str) -> Any:
     return b.build()
 
 
-def later(last: dict[str, Any], bid: dict[str, Any]) -> dict[str, Any]:
-    """``ORDER BY dateTime DESC`` keeping the first: the later bid (of equal times, the one
-    that came last)."""
-    return bid if bid["dateTime"] >= last["dateTime"] else last
+#: the store of :class:`LastBid`: (bidder, auction) -> the time of the latest bid
+Q18_LAST = "q18-last-bid-times"
+
+
+class LastBid(Processor):
+    """Forwards a bid, keyed ``(bidder, auction)``, when it is at least as late as the
+    bidder's latest on the auction so far (``ORDER BY dateTime DESC``: of equal times, the one
+    that came last). Bids are keyed by auction, so every bid of a
+    ``(bidder, auction)`` is in one partition and this task sees them all: unlike a
+    ``group_by`` on the new key, nothing is repartitioned. The store keeps one time per key.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> from streamtable.dsl.stores import Stores
+    >>> b = StreamsBuilder()
+    >>> _ = b.add_state_store(Stores.key_value_store_builder(
+    ...     Stores.in_memory_key_value_store(Q18_LAST)))
+    >>> b.stream("bids").process(LastBid, Q18_LAST).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> bids = driver.create_input_topic("bids")
+    >>> for bidder, ts in ((7, 10), (8, 12), (7, 9), (7, 11)):
+    ...     bids.pipe_input(1, {"bidder": bidder, "dateTime": ts}, timestamp=ts)
+    >>> [(k, v["dateTime"]) for k, v in driver.create_output_topic("out").read_key_values()]
+    [([7, 1], 10), ([8, 1], 12), ([7, 1], 11)]
+    """
+
+    def init(self, context: Any) -> None:
+        self.context = context
+        self.latest = context.get_state_store(Q18_LAST)
+
+    def process(self, record: Any) -> None:
+        bid = record.value
+        key = (bid["bidder"], record.key)
+        latest = self.latest.get(key)
+        if latest is None or bid["dateTime"] >= latest:
+            self.latest.put(key, bid["dateTime"])
+            self.context.forward(record.with_key(key))
 
 
 def q18(params: Params, output: str) -> Any:
-    """Query 18, find last bid: each bidder's latest bid on each auction (deduplication).
-    Output (``table``): ``[bidder, auction]`` -> the bid.
+    """Query 18, find last bid: each bidder's latest bid on each auction (deduplication), in
+    the task of the bids' partition (:class:`LastBid`). Output (``table``): ``[bidder,
+    auction]`` -> the bid.
 
     .. code-block:: sql
 
@@ -83,13 +117,12 @@ def q18(params: Params, output: str) -> Any:
          WHERE rank_number <= 1;
     """
     from streamtable import StreamsBuilder
+    from streamtable.dsl.stores import Stores
 
     b = StreamsBuilder()
-    (b.stream(BID_TOPIC)
-     .group_by(lambda auction, bid: (bid["bidder"], auction))
-     .reduce(later)
-     .to_stream()
-     .to(output))
+    b.add_state_store(Stores.key_value_store_builder(
+        Stores.in_memory_key_value_store(Q18_LAST)))
+    b.stream(BID_TOPIC).process(LastBid, Q18_LAST).to(output)
     return b.build()
 
 

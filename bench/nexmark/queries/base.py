@@ -19,18 +19,15 @@ AUCTION_FIELDS = ("id", "itemName", "description", "initialBid", "reserve", "dat
 class Params:
     """What a topology needs to know about its input beyond the topics.
 
-    ``auction_length_ms``: no auction lasts longer (``expires - dateTime``), the reach of the
-    auction-bid joins of q4, q6 and q9; ``bid_before_ms``/``bid_after_ms``: how far before or
-    after its auction a bid can be (q20's join window); ``grace_ms``: the grace period of every
-    window and join, which must cover how far out of event-time order a task can see its
-    records (see the README).
+    ``bid_before_ms``/``bid_after_ms``: how far before or after its auction a bid can be
+    (q20's join window); ``grace_ms``: the grace period of every window and join, which must
+    cover how far out of event-time order a task can see its records (see the README).
 
     >>> p = Params.of(Generator(rate=10_000), grace_ms=60_000)
-    >>> p.auction_length_ms, p.bid_before_ms, p.bid_after_ms
-    (335, 26, 176)
+    >>> p.bid_before_ms, p.bid_after_ms
+    (26, 176)
     """
 
-    auction_length_ms: int
     bid_before_ms: int
     bid_after_ms: int
     grace_ms: int
@@ -38,7 +35,7 @@ class Params:
     @classmethod
     def of(cls, generator: Generator, grace_ms: int) -> Params:
         before, after = generator.max_bid_distance_ms()
-        return cls(generator.max_auction_length_ms(), before, after, grace_ms)
+        return cls(before, after, grace_ms)
 
 
 @dataclass(frozen=True)

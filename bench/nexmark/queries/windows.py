@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.nexmark.events import AUCTION_TOPIC, BID_TOPIC, PERSON_TOPIC
 from bench.nexmark.queries.base import Params, Query
+from streamtable import Processor
 
 Q5_SIZE_MS, Q5_ADVANCE_MS = 10_000, 2_000
 
@@ -94,6 +95,46 @@ def q7_windows(auction: Any, bid: dict[str, Any]) -> list[tuple[int, tuple[str, 
     return own + [(start - Q7_SIZE_MS, ("end", row))] if ts == start else own
 
 
+#: the store of :class:`LocalHighest`: (window start, slot) -> the highest price seen
+Q7_LOCAL_HIGHEST = "q7-local-highest"
+
+
+class LocalHighest(Processor):
+    """Forwards a bid only when its price is at least the highest of the earlier bids of its
+    window and slot in this task: a lower one cannot be the window's highest. The grouping
+    then repartitions a few bids a window instead of every bid (Flink's local-global
+    aggregation does the same for its plan of this query). The store keeps one price per
+    window and slot: two entries per 10 s of event time.
+
+    >>> from streamtable import StreamsBuilder, TopologyTestDriver
+    >>> from streamtable.dsl.stores import Stores
+    >>> b = StreamsBuilder()
+    >>> _ = b.add_state_store(Stores.key_value_store_builder(
+    ...     Stores.in_memory_key_value_store(Q7_LOCAL_HIGHEST)))
+    >>> b.stream("in").process_values(LocalHighest, Q7_LOCAL_HIGHEST).to("out")
+    >>> driver = TopologyTestDriver(b.build())
+    >>> bids = driver.create_input_topic("in")
+    >>> for price in (5, 3, 5, 8):
+    ...     bids.pipe_input(0, ["in", {"price": price}])
+    >>> [v[1]["price"] for v in driver.create_output_topic("out").read_values()]
+    [5, 5, 8]
+    """
+
+    def init(self, context: Any) -> None:
+        self.context = context
+        self.highest = context.get_state_store(Q7_LOCAL_HIGHEST)
+
+    def process(self, record: Any) -> None:
+        where, row = record.value
+        slot = f"{record.key}/{where}"
+        highest = self.highest.get(slot)
+        if highest is None or row["price"] > highest:
+            self.highest.put(slot, row["price"])
+        elif row["price"] < highest:
+            return
+        self.context.forward(record)
+
+
 def highest_bids(start: int, candidate: tuple[str, dict[str, Any]],
                  best: dict[str, Any]) -> dict[str, Any]:
     """Per window: the highest price of its own bids and the bids at that price, and the
@@ -124,8 +165,9 @@ def q7(params: Params, output: str) -> Any:
     The SQL's window is ``BETWEEN window_end - 10 s AND window_end``, both ends included, so a
     bid exactly at a window's end also joins that window if its price is the window's maximum;
     each bid goes to its window's key (``flat_map``), and to the window before when it is at
-    that window's end. Output (``table``): ``[window_start, window_end]`` -> the bids, sorted by
-    (``dateTime``, ``auction``, ``bidder``).
+    that window's end; only a bid at or above its task's highest so far for that window goes
+    on to the grouping (:class:`LocalHighest`). Output (``table``): ``[window_start,
+    window_end]`` -> the bids, sorted by (``dateTime``, ``auction``, ``bidder``).
 
     .. code-block:: sql
 
@@ -140,10 +182,14 @@ def q7(params: Params, output: str) -> Any:
         WHERE B.`dateTime` BETWEEN B1.`dateTime`  - INTERVAL '10' SECOND AND B1.`dateTime`;
     """
     from streamtable import StreamsBuilder
+    from streamtable.dsl.stores import Stores
 
     b = StreamsBuilder()
+    b.add_state_store(Stores.key_value_store_builder(
+        Stores.in_memory_key_value_store(Q7_LOCAL_HIGHEST)))
     (b.stream(BID_TOPIC)
      .flat_map(q7_windows)
+     .process_values(LocalHighest, Q7_LOCAL_HIGHEST)
      .group_by_key()
      .aggregate(no_bids, highest_bids)
      .map_values(window_top)

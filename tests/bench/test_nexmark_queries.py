@@ -29,3 +29,16 @@ def test_query_matches_the_reference_record_at_a_time(query):
     out = driver_output(query, GENERATOR, EVENTS, PARAMS, batch_mode=False)
     want = EXPECTED[query](Events(generator=GENERATOR, count=EVENTS))
     assert verdict(QUERIES[query].kind, want, out) is None
+
+
+# ~100 events a millisecond: bids share their time with their auction, or come before it
+TIED = Generator(11, rate=100_000)
+
+
+@pytest.mark.parametrize("query", ["q4", "q9", "q20"])
+def test_bids_joined_with_auctions_of_the_same_millisecond_match_the_reference(query):
+    events = Events(generator=TIED, count=EVENTS)
+    same_time = {(a["id"], a["dateTime"]) for a in events.each_auction()}
+    assert sum((b["auction"], b["dateTime"]) in same_time for b in events.each_bid()) > 10
+    out = driver_output(query, TIED, EVENTS, Params.of(TIED, grace_ms=60_000))
+    assert verdict(QUERIES[query].kind, EXPECTED[query](events), out) is None

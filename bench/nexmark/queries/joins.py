@@ -1,6 +1,6 @@
 """Joins that enrich: persons with their auctions (q3, a foreign-key table join), bids with
-their auction (q20, a windowed stream-stream join) and with a side input (q13, a join with a
-GlobalKTable).
+their auction (q20, a stream-table join, and a windowed stream-stream join for a bid made
+before its auction) and with a side input (q13, a join with a GlobalKTable).
 """
 
 from __future__ import annotations
@@ -83,11 +83,14 @@ def q20(params: Params, output: str) -> Any:
     """Query 20, expand bid with auction: every bid on an auction of category 10, with the
     auction's fields.
 
-    The SQL join has no time condition, but the generator bounds how far a bid can be from its
-    auction in event time (a bid names one of the last 100 auctions or one of the next 10:
-    ``Params.bid_before_ms``/``bid_after_ms``), so a windowed stream-stream join over that reach
-    finds every pair, whichever side arrives first; bids and auctions are co-partitioned by
-    auction id, so there is no repartition. Output (``append``): auction -> the joined row.
+    The SQL join has no time condition. Each bid looks its auction up in the auctions table,
+    which holds every auction that started before or at the bid's time (a task processes its
+    records in timestamp order, a table's first at equal timestamps). A bid may also name an
+    auction made after it (one of the next 10: the spec's id lead), at most
+    ``Params.bid_before_ms`` later; only such a bid, not in the table yet, waits for its
+    auction in a windowed stream-stream join. So the windowed join stores a few bids in a
+    hundred, not every bid. Bids and auctions are co-partitioned by auction id: no repartition.
+    Output (``append``): auction -> the joined row.
 
     .. code-block:: sql
 
@@ -97,15 +100,26 @@ def q20(params: Params, output: str) -> Any:
         FROM bid AS B INNER JOIN auction AS A on B.auction = A.id
         WHERE A.category = 10;
     """
-    from streamtable import JoinWindows, StreamsBuilder
+    from streamtable import JoinWindows, Materialized, StreamsBuilder
 
     b = StreamsBuilder()
-    auctions = b.stream(AUCTION_TOPIC).filter(lambda id_, a: a["category"] == 10)
-    # an auction at t joins the bids in [t - before, t + after]
-    reach = (JoinWindows.of_time_difference_and_grace(0, params.grace_ms)
-             .before(params.bid_before_ms).after(params.bid_after_ms))
-    (auctions
-     .join(b.stream(BID_TOPIC), lambda a, bid: bid_with_auction(bid, a), reach)
+    # no cache: each auction goes on to the windowed join when it comes, at its own time
+    auctions = b.table(AUCTION_TOPIC,
+                       materialized=Materialized.as_("q20-auctions").with_caching_disabled())
+    looked_up = b.stream(BID_TOPIC).left_join(auctions, lambda bid, a: (bid, a))
+    known = (looked_up
+             .filter(lambda id_, found: found[1] is not None and found[1]["category"] == 10)
+             .map_values(lambda found: bid_with_auction(*found)))
+    early = (looked_up
+             .filter(lambda id_, found: found[1] is None)
+             .map_values(lambda found: found[0]))
+    # an auction at t joins the bids in [t - before, t] that came before it
+    reach = JoinWindows.of_time_difference_and_grace(0, params.grace_ms).before(
+        params.bid_before_ms)
+    (auctions.to_stream()
+     .filter(lambda id_, a: a["category"] == 10)
+     .join(early, lambda a, bid: bid_with_auction(bid, a), reach)
+     .merge(known)
      .to(output))
     return b.build()
 

@@ -102,9 +102,9 @@ Q7_LOCAL_HIGHEST = "q7-local-highest"
 class LocalHighest(Processor):
     """Forwards a bid only when its price is at least the highest of the earlier bids of its
     window and slot in this task: a lower one cannot be the window's highest. The grouping
-    then repartitions a few bids a window instead of every bid (Flink's local-global
-    aggregation does the same for its plan of this query). The store keeps one price per
-    window and slot: two entries per 10 s of event time.
+    then repartitions a few bids a window instead of every bid, as the two-phase
+    (local-global) aggregation of SQL engines does. The store keeps one price per window and
+    slot: two entries per 10 s of event time.
 
     >>> from streamtable import StreamsBuilder, TopologyTestDriver
     >>> from streamtable.dsl.stores import Stores

@@ -32,6 +32,7 @@ from typing import Any
 from bench.nexmark.dates import day, minute
 from bench.nexmark.events import BID_TOPIC
 from bench.nexmark.queries.base import Params, Query
+from streamtable import Processor
 
 RANK1_BELOW, RANK2_BELOW = 10_000, 1_000_000
 SLOTS = ("total", "rank1", "rank2", "rank3")
@@ -118,38 +119,33 @@ def counted_report(group_of: Callable[[dict[str, Any]], tuple[Any, ...]],
 RANK_BITS = {"rank1": 1, "rank2": 2, "rank3": 4}
 
 
-def first_seen() -> Any:
-    """A processor marking which of a bid's bidder and auction its group sees for the first
-    time, in all and in the bid's price rank: the value ``(bidder, auction, rank, minute)``
-    becomes ``(rank, new, minute)``, ``new`` a bit per slot of :func:`add_bid`. Its store
-    ``seen`` holds for each ``(group, "bidder" or "auction", id)`` seen so far the price ranks
-    it was seen in (:data:`RANK_BITS`): a bid looks up two keys. (Made here: the peers import
-    this module without streamtable.)"""
-    from streamtable import Processor
+class FirstSeen(Processor):
+    """Marks which of a bid's bidder and auction its group sees for the first time, in all and
+    in the bid's price rank: the value ``(bidder, auction, rank, minute)`` becomes ``(rank,
+    new, minute)``, ``new`` a bit per slot of :func:`add_bid`. Its store ``seen`` holds for
+    each ``(group, "bidder" or "auction", id)`` seen so far the price ranks it was seen in
+    (:data:`RANK_BITS`): a bid looks up two keys."""
 
-    class FirstSeen(Processor):
-        def init(self, context: Any) -> None:
-            self.seen = context.get_state_store("seen")
+    def init(self, context: Any) -> None:
+        self.seen = context.get_state_store("seen")
 
-        def process(self, record: Any) -> None:
-            group = record.key
-            bidder, auction, rank, at = record.value
-            seen, bit, new = self.seen, RANK_BITS[rank], 0
-            for shift, key in ((0, (group, "bidder", bidder)), (2, (group, "auction", auction))):
-                ranks = seen.get(key)
-                if ranks is None:  # new in all and in the rank
-                    seen.put(key, bit)
-                    new |= 0b11 << shift
-                elif not ranks & bit:  # new in the rank
-                    seen.put(key, ranks | bit)
-                    new |= 0b10 << shift
-            self.forward(record.with_value((rank, new, at)))
-
-    return FirstSeen()
+    def process(self, record: Any) -> None:
+        group = record.key
+        bidder, auction, rank, at = record.value
+        seen, bit, new = self.seen, RANK_BITS[rank], 0
+        for shift, key in ((0, (group, "bidder", bidder)), (2, (group, "auction", auction))):
+            ranks = seen.get(key)
+            if ranks is None:  # new in all and in the rank
+                seen.put(key, bit)
+                new |= 0b11 << shift
+            elif not ranks & bit:  # new in the rank
+                seen.put(key, ranks | bit)
+                new |= 0b10 << shift
+        self.forward(record.with_value((rank, new, at)))
 
 
 def add_bid(group: Any, bid: tuple[str, int, str], figures: dict[str, Any]) -> dict[str, Any]:
-    """A bid marked by :func:`first_seen` into its group's figures."""
+    """A bid marked by :class:`FirstSeen` into its group's figures."""
     rank, new, at = bid
     bidders, auctions, bids = RANK_SLOTS[rank]
     out = {**figures}
@@ -177,7 +173,7 @@ def first_seen_report(group_of: Callable[[dict[str, Any]], tuple[Any, ...]],
      .map(lambda _, bid: (group_of(bid), (bid["bidder"], bid["auction"],
                                           price_rank(bid["price"]), minute(bid["dateTime"]))))
      .repartition(partitions=8)
-     .process_values(first_seen, "seen")
+     .process_values(FirstSeen, "seen")
      .group_by_key()
      .aggregate(dict, add_bid)
      .map_values(figures_row(group_fields, with_minute=True))

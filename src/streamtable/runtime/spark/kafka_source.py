@@ -222,6 +222,11 @@ def register(spark: Any) -> None:
     spark.dataSource.register(KafkaDataSource)
 
 
+def _topic_list(opts: Mapping[str, str], key: str) -> list[str]:
+    """The topics of a comma-separated option (none when it is unset)."""
+    return [t.strip() for t in opts.get(key, "").split(",") if t.strip()]
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from Kafka offsets (driver) and reads partitions (executors).
 
@@ -236,7 +241,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         if not self.bootstrap_servers:
             raise KafkaSourceError("streamtable-kafka: option 'bootstrap.servers' is required")
-        self.topics = [t.strip() for t in opts.get("topics", "").split(",") if t.strip()]
+        self.topics = _topic_list(opts, "topics")
         if not self.topics:
             raise KafkaSourceError("streamtable-kafka: option 'topics' is required")
         self.starting_offsets = opts.get("starting.offsets", "earliest").strip().lower()
@@ -263,10 +268,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if split not in ("timestamp", "count"):
             raise KafkaSourceError(
                 f"streamtable-kafka: batch.split must be 'timestamp' or 'count', got {split!r}")
-        first_topics = {t.strip() for t in opts.get("topics.read.first", "").split(",")}
-        tables = {t.strip() for t in opts.get("topics.tables", "").split(",")}
-        self._cutter = BatchCutter(self._timestamp_lookup, split, first_topics - {""},
-                                   tables - {""})
+        self._cutter = BatchCutter(self._timestamp_lookup, split,
+                                   _topic_list(opts, "topics.read.first"),
+                                   _topic_list(opts, "topics.tables"))
         self._read_timestamps: Any = None  # development broker: see _timestamp_lookup
         tick = opts.get("clock.tick.ms")
         self.clock_tick_ms = int(tick) if tick else None

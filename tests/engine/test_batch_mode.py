@@ -133,6 +133,8 @@ def test_at_equal_timestamps_a_stream_record_joins_the_tables_update_of_that_tim
     b.stream("orders").join(prices, lambda qty, price: qty * price).to("costs")
     topology = b.build()
     assert wire(topology, StreamsConfig({"application.id": "app"})).table_topics == {"prices"}
+    b.global_table("regions")  # a global table is read whole before processing, not merged
+    assert b.build().table_topics == ["prices"]
     driver = TopologyTestDriver(topology, batch_mode=True)
     orders, table = driver.create_input_topic("orders"), driver.create_input_topic("prices")
     orders.pipe_input("apple", 3, timestamp=10)

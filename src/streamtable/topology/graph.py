@@ -170,13 +170,13 @@ class Topology:
 
     @property
     def table_topics(self) -> list[str]:
-        """Topics read as tables (``StreamsBuilder.table``), global ones aside. At equal
+        """Topics read by ``StreamsBuilder.table`` (a global table's are not). At equal
         timestamps a batch host processes their records before the others' (see
         :mod:`streamtable.engine.ordering`): a stream record then joins a table as it stands
         at its own time, updates at that time included."""
         return [t for node in self.nodes.values()
                 if node.kind is NodeKind.SOURCE and node.options.get("table")
-                and not node.options.get("global") for t in node.topics]
+                for t in node.topics]
 
     def global_stores_of(self, subtopology: SubTopology) -> list[str]:
         """The global stores the processors of ``subtopology`` read: those a join names, and
